@@ -1,0 +1,106 @@
+package informer
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Filter selects the objects a listener, list or snapshot sees.
+type Filter struct {
+	// Namespace restricts to one namespace; "" means all namespaces.
+	Namespace string
+	// Label selects by labels; nil selects everything.
+	Label labels.Selector
+	// Field selects by the fields named in ResourceInfo.SelectableFields;
+	// nil selects everything.
+	Field fields.Selector
+}
+
+// Matches reports whether o passes the filter.
+func (f *Filter) Matches(o *Object) bool {
+	if f.Namespace != "" && o.Namespace != f.Namespace {
+		return false
+	}
+	if f.Label != nil && !f.Label.Matches(labels.Set(o.Labels)) {
+		return false
+	}
+	if f.Field != nil && !f.Field.Matches(o) {
+		return false
+	}
+	return true
+}
+
+// InvalidFilterError reports a selector that cannot be parsed or names a
+// field the resource does not support.
+type InvalidFilterError struct {
+	Param string // "labelSelector" or "fieldSelector"
+	Err   error
+}
+
+func (e *InvalidFilterError) Error() string { return fmt.Sprintf("invalid %s: %v", e.Param, e.Err) }
+func (e *InvalidFilterError) Unwrap() error { return e.Err }
+
+// maxSelectorLen bounds selector strings from clients; the apiserver has no
+// such limit, but nothing legitimate comes close.
+const maxSelectorLen = 4096
+
+// ParseFilter builds a Filter from the query-style strings clients send,
+// checking field selectors against the resource's selectable fields.
+func ParseFilter(info *ResourceInfo, namespace, labelSelector, fieldSelector string) (Filter, error) {
+	f := Filter{Namespace: namespace}
+	if len(labelSelector) > maxSelectorLen {
+		return f, &InvalidFilterError{"labelSelector", fmt.Errorf("longer than %d bytes", maxSelectorLen)}
+	}
+	if len(fieldSelector) > maxSelectorLen {
+		return f, &InvalidFilterError{"fieldSelector", fmt.Errorf("longer than %d bytes", maxSelectorLen)}
+	}
+	if labelSelector != "" {
+		sel, err := labels.Parse(labelSelector)
+		if err != nil {
+			return f, &InvalidFilterError{"labelSelector", err}
+		}
+		if !sel.Empty() {
+			f.Label = sel
+		}
+	}
+	if fieldSelector != "" {
+		sel, err := fields.ParseSelector(fieldSelector)
+		if err != nil {
+			return f, &InvalidFilterError{"fieldSelector", err}
+		}
+		supported := info.SelectableFields()
+		for _, r := range sel.Requirements() {
+			if !slices.Contains(supported, r.Field) {
+				return f, &InvalidFilterError{"fieldSelector", fmt.Errorf("field %q is not supported for %s; supported fields: %s",
+					r.Field, info.GVR.GroupResource(), strings.Join(supported, ", "))}
+			}
+		}
+		if !sel.Empty() {
+			f.Field = sel
+		}
+	}
+	return f, nil
+}
+
+// extraSelectableFields lists, per resource, the field selectors the
+// apiserver supports beyond metadata.name and metadata.namespace. Their
+// values are extracted once per object when it enters the cache.
+var extraSelectableFields = map[schema.GroupResource][]string{
+	{Resource: "pods"}: {"spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
+		"spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"},
+	{Resource: "events"}: {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+		"involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+		"involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"},
+	{Resource: "secrets"}:                    {"type"},
+	{Resource: "nodes"}:                      {"spec.unschedulable"},
+	{Resource: "namespaces"}:                 {"status.phase"},
+	{Resource: "replicationcontrollers"}:     {"status.replicas"},
+	{Group: "apps", Resource: "replicasets"}: {"status.replicas"},
+	{Group: "batch", Resource: "jobs"}:       {"status.successful"},
+	{Group: "certificates.k8s.io", Resource: "certificatesigningrequests"}: {"spec.signerName"},
+}

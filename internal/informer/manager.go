@@ -1,0 +1,486 @@
+package informer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+)
+
+// Options configures a Manager. Zero fields take the defaults given.
+type Options struct {
+	// Config reaches the apiserver with the gateway's own identity. Required.
+	Config *rest.Config
+	// Resources are started by Start and must sync before the manager is
+	// ready. Others start on first use. Names as kubectl accepts them.
+	Resources []string
+	// KeepManagedFields keeps metadata.managedFields in cached objects.
+	// Default false: they are stripped, as they are large and of no use to
+	// readers.
+	KeepManagedFields bool
+	// MinResync is the shortest resync period a listener may ask for;
+	// shorter requests are raised to it. Default 5s.
+	MinResync time.Duration
+	// ResyncCheckPeriod is how often resync schedules are checked, so a
+	// resync arrives up to this late. Default 1s.
+	ResyncCheckPeriod time.Duration
+	// HistoryEvents bounds each resource's change history (used to resume
+	// listeners) in changes. Default 10000.
+	HistoryEvents int
+	// HistoryBytes bounds each resource's history in object bytes.
+	// Default 64 MiB.
+	HistoryBytes int64
+	// DiscoveryRefreshInterval is the minimum time between discovery
+	// refreshes triggered by unknown resource names. Default 5s.
+	DiscoveryRefreshInterval time.Duration
+	// Logger defaults to a no-op logger.
+	Logger *zap.Logger
+	// Registerer receives the manager's metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+
+	// Test hooks.
+	clock     clock.WithTicker
+	dynamic   dynamic.Interface
+	discovery discovery.DiscoveryInterface
+	// canList checks the gateway may list and watch a resource before its
+	// informer starts. Default: SelfSubjectAccessReview.
+	canList func(context.Context, schema.GroupVersionResource) error
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.MinResync <= 0 {
+		o.MinResync = 5 * time.Second
+	}
+	if o.ResyncCheckPeriod <= 0 {
+		o.ResyncCheckPeriod = time.Second
+	}
+	if o.HistoryEvents <= 0 {
+		o.HistoryEvents = 10000
+	}
+	if o.HistoryBytes <= 0 {
+		o.HistoryBytes = 64 << 20
+	}
+	if o.DiscoveryRefreshInterval <= 0 {
+		o.DiscoveryRefreshInterval = 5 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.clock == nil {
+		o.clock = clock.RealClock{}
+	}
+	if o.dynamic == nil || o.discovery == nil || o.canList == nil {
+		if o.Config == nil {
+			return o, errors.New("informer: Options.Config is required")
+		}
+		cs, err := kubernetes.NewForConfig(o.Config)
+		if err != nil {
+			return o, fmt.Errorf("informer: client: %w", err)
+		}
+		if o.dynamic == nil {
+			if o.dynamic, err = dynamic.NewForConfig(o.Config); err != nil {
+				return o, fmt.Errorf("informer: dynamic client: %w", err)
+			}
+		}
+		if o.discovery == nil {
+			o.discovery = cs.Discovery()
+		}
+		if o.canList == nil {
+			o.canList = selfCanList(cs)
+		}
+	}
+	return o, nil
+}
+
+// Manager owns the shared informer factory and one processor per started
+// resource. Informers start on first use (or at Start for configured
+// resources) and run until Start's context ends.
+//
+// Informers are not stopped when idle: a factory informer cannot be
+// restarted, and re-listing on the next use costs the apiserver more than
+// the memory saved. Limit what is served with Options.Resources and the
+// gateway's RBAC instead.
+type Manager struct {
+	opts     Options
+	log      *zap.Logger
+	resolver *resolver
+	factory  dynamicinformer.DynamicSharedInformerFactory
+	metrics  *metrics
+	stopCh   chan struct{}
+
+	// mu guards resources and stopped.
+	mu        sync.Mutex
+	resources map[schema.GroupVersionResource]*Resource
+	stopped   bool
+}
+
+// New builds a Manager. Nothing runs until Start or the first Resource call.
+func New(opts Options) (*Manager, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Manager{
+		opts:      o,
+		log:       o.Logger,
+		resolver:  newResolver(o.discovery, float32(1/o.DiscoveryRefreshInterval.Seconds()), o.clock),
+		factory:   dynamicinformer.NewDynamicSharedInformerFactory(o.dynamic, 0),
+		metrics:   newMetrics(o.Registerer),
+		stopCh:    make(chan struct{}),
+		resources: map[schema.GroupVersionResource]*Resource{},
+	}, nil
+}
+
+// Start starts the configured resources and the resync schedule, blocks
+// until ctx ends, then stops every informer and returns once their
+// goroutines have exited. It fails if a configured resource is unknown or
+// may not be listed.
+func (m *Manager) Start(ctx context.Context) error {
+	defer m.shutdown()
+	for _, name := range m.opts.Resources {
+		if _, err := m.Resource(ctx, name); err != nil {
+			return fmt.Errorf("configured resource %q: %w", name, err)
+		}
+	}
+	ticker := m.opts.clock.NewTicker(m.opts.ResyncCheckPeriod)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-ticker.C():
+			for _, r := range m.started() {
+				r.proc.resyncTick(now)
+			}
+		}
+	}
+}
+
+func (m *Manager) shutdown() {
+	m.mu.Lock()
+	if !m.stopped {
+		m.stopped = true
+		close(m.stopCh)
+	}
+	m.mu.Unlock()
+	m.factory.Shutdown() // waits for informer goroutines
+}
+
+// Resolve maps a user-supplied name to a resource without starting it.
+func (m *Manager) Resolve(ctx context.Context, name string) (*ResourceInfo, error) {
+	return m.resolver.Resolve(ctx, name)
+}
+
+// ServerResources returns discovery's resource lists.
+func (m *Manager) ServerResources() ([]*metav1.APIResourceList, error) {
+	return m.resolver.ServerResources()
+}
+
+// Resource resolves name and returns its Resource, starting its informer
+// if needed. It does not wait for the cache to sync: see WaitForSync.
+func (m *Manager) Resource(ctx context.Context, name string) (*Resource, error) {
+	info, err := m.Resolve(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return m.ResourceFor(ctx, info)
+}
+
+// ErrStopped is returned once the manager has shut down.
+var ErrStopped = errors.New("informer manager stopped")
+
+// ResourceFor returns the Resource for a resolved resource, starting its
+// informer if needed. Before starting it checks that the gateway may list
+// and watch it, so a forbidden resource fails at once instead of never
+// syncing.
+func (m *Manager) ResourceFor(ctx context.Context, info *ResourceInfo) (*Resource, error) {
+	m.mu.Lock()
+	if m.stopped {
+		m.mu.Unlock()
+		return nil, ErrStopped
+	}
+	r, ok := m.resources[info.GVR]
+	if !ok {
+		r = &Resource{Info: info, initDone: make(chan struct{}), errChanged: make(chan struct{})}
+		m.resources[info.GVR] = r
+	}
+	m.mu.Unlock()
+	if ok {
+		select {
+		case <-r.initDone:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if r.initErr != nil {
+			return nil, r.initErr
+		}
+		return r, nil
+	}
+
+	r.initErr = m.startResource(ctx, r)
+	if r.initErr != nil {
+		m.mu.Lock()
+		delete(m.resources, info.GVR) // let a later call try again
+		m.mu.Unlock()
+	}
+	close(r.initDone)
+	if r.initErr != nil {
+		return nil, r.initErr
+	}
+	return r, nil
+}
+
+func (m *Manager) startResource(ctx context.Context, r *Resource) error {
+	gvr := r.Info.GVR
+	if err := m.opts.canList(ctx, gvr); err != nil {
+		return err
+	}
+	inf := m.factory.ForResource(gvr).Informer()
+	t := &transformer{gvk: r.Info.GVK, keepManagedFields: m.opts.KeepManagedFields,
+		selectableFields: r.Info.selectableFields[2:]}
+	if err := inf.SetTransform(t.Transform); err != nil {
+		return fmt.Errorf("%s: %w", gvr, err)
+	}
+	r.log = m.log.With(zap.String("resource", gvr.String()))
+	if err := inf.SetWatchErrorHandlerWithContext(r.watchError); err != nil {
+		return fmt.Errorf("%s: %w", gvr, err)
+	}
+	rm := m.metrics.forResource(gvr)
+	r.proc = newProcessor(gvr, &m.opts, rm, inf.LastSyncResourceVersion)
+	reg, err := inf.AddEventHandler(r.proc)
+	if err != nil {
+		return fmt.Errorf("%s: %w", gvr, err)
+	}
+	r.informer, r.synced = inf, reg.HasSyncedChecker()
+	m.factory.Start(m.stopCh)
+	go func() {
+		// Record sync for metrics and readiness; exits with the manager.
+		select {
+		case <-r.synced.Done():
+			rm.synced.Set(1)
+			r.proc.mu.Lock()
+			r.proc.markSyncedLocked()
+			r.proc.mu.Unlock()
+			r.log.Info("cache synced")
+		case <-m.stopCh:
+		}
+	}()
+	r.log.Info("informer started")
+	return nil
+}
+
+// selfCanList asks the apiserver whether the gateway may list and watch
+// a resource in all namespaces.
+func selfCanList(cs kubernetes.Interface) func(context.Context, schema.GroupVersionResource) error {
+	return func(ctx context.Context, gvr schema.GroupVersionResource) error {
+		for _, verb := range []string{"list", "watch"} {
+			rev, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Verb: verb, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource,
+				}},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				return fmt.Errorf("check access to %s: %w", gvr.GroupResource(), err)
+			}
+			if !rev.Status.Allowed {
+				return &GatewayForbiddenError{GVR: gvr, Verb: verb, Reason: rev.Status.Reason}
+			}
+		}
+		return nil
+	}
+}
+
+// GatewayForbiddenError reports that the gateway's own identity may not
+// read a resource, so it cannot serve it to anyone.
+type GatewayForbiddenError struct {
+	GVR    schema.GroupVersionResource
+	Verb   string
+	Reason string
+}
+
+func (e *GatewayForbiddenError) Error() string {
+	return fmt.Sprintf("the gateway's service account may not %s %s cluster-wide; grant it in the gateway's ClusterRole", e.Verb, e.GVR.GroupResource())
+}
+
+func (m *Manager) started() []*Resource {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*Resource, 0, len(m.resources))
+	for _, r := range m.resources {
+		select {
+		case <-r.initDone:
+			if r.initErr == nil {
+				out = append(out, r)
+			}
+		default:
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Info.GVR.String() < out[j].Info.GVR.String() })
+	return out
+}
+
+// ResourceStatus is one resource's state for /readyz and status pages.
+type ResourceStatus struct {
+	Resource  string `json:"resource"`
+	Synced    bool   `json:"synced"`
+	Objects   int    `json:"objects"`
+	Listeners int    `json:"listeners"`
+	Error     string `json:"error,omitempty"`
+}
+
+// Status reports every started resource.
+func (m *Manager) Status() []ResourceStatus {
+	var out []ResourceStatus
+	for _, r := range m.started() {
+		out = append(out, r.Status())
+	}
+	return out
+}
+
+// Ready returns nil once every started resource has synced, else an
+// error naming those that have not (and why, when known).
+func (m *Manager) Ready() error {
+	var missing []string
+	for _, s := range m.Status() {
+		if !s.Synced {
+			msg := s.Resource
+			if s.Error != "" {
+				msg += " (" + s.Error + ")"
+			}
+			missing = append(missing, msg)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("not synced: %v", missing)
+	}
+	return nil
+}
+
+// Resource is one served resource: its informer, cache and processor.
+type Resource struct {
+	Info *ResourceInfo
+
+	initDone chan struct{} // closed when startResource has returned
+	initErr  error
+
+	log      *zap.Logger
+	informer cache.SharedIndexInformer
+	synced   cache.DoneChecker
+	proc     *processor
+
+	// errMu guards lastErr and errChanged.
+	errMu      sync.Mutex
+	lastErr    error
+	errChanged chan struct{} // closed and replaced when lastErr is set
+}
+
+func (r *Resource) watchError(_ context.Context, _ *cache.Reflector, err error) {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+		r.log.Debug("watch restarting", zap.Error(err))
+		return
+	}
+	r.log.Warn("list/watch failed; retrying with backoff", zap.Error(err))
+	r.errMu.Lock()
+	r.lastErr = err
+	close(r.errChanged)
+	r.errChanged = make(chan struct{})
+	r.errMu.Unlock()
+}
+
+func (r *Resource) err() (error, <-chan struct{}) {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	return r.lastErr, r.errChanged
+}
+
+// fatal reports errors that retrying will not fix soon.
+func fatal(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || apierrors.IsNotFound(err) ||
+		apierrors.IsMethodNotSupported(err) || apierrors.IsBadRequest(err)
+}
+
+// WaitForSync blocks until the cache has synced. It returns early with the
+// list error if listing fails in a way retrying will not fix soon
+// (forbidden, unauthorized, gone), and with ctx's error (and the last list
+// error, if any) when ctx ends first.
+func (r *Resource) WaitForSync(ctx context.Context) error {
+	for {
+		err, changed := r.err()
+		select {
+		case <-r.synced.Done():
+			return nil
+		default:
+		}
+		if err != nil && fatal(err) {
+			return fmt.Errorf("list %s: %w", r.Info.GVR.GroupResource(), err)
+		}
+		select {
+		case <-r.synced.Done():
+			return nil
+		case <-changed:
+		case <-ctx.Done():
+			if err != nil {
+				return fmt.Errorf("%s not synced: %w (last error: %v)", r.Info.GVR.GroupResource(), ctx.Err(), err)
+			}
+			return fmt.Errorf("%s not synced: %w", r.Info.GVR.GroupResource(), ctx.Err())
+		}
+	}
+}
+
+// Synced reports whether the cache has synced.
+func (r *Resource) Synced() bool { return cache.IsDone(r.synced) }
+
+// AddListener attaches a listener. The cache must have synced (see
+// WaitForSync). It returns ErrExpired when opts.ResourceVersion is older
+// than the history.
+func (r *Resource) AddListener(opts ListenerOptions) (*Listener, error) {
+	if opts.Wake == nil {
+		return nil, errors.New("informer: ListenerOptions.Wake is required")
+	}
+	if r.Synced() {
+		r.proc.mu.Lock()
+		r.proc.markSyncedLocked()
+		r.proc.mu.Unlock()
+	}
+	return r.proc.addListener(opts)
+}
+
+// List returns the cached objects matching f, unsorted, and the
+// resourceVersion they reflect. The objects are shared and read-only.
+func (r *Resource) List(f *Filter) ([]*Object, uint64) { return r.proc.list(f) }
+
+// Get returns one cached object.
+func (r *Resource) Get(namespace, name string) (*Object, bool) { return r.proc.get(namespace, name) }
+
+// Status reports the resource's state.
+func (r *Resource) Status() ResourceStatus {
+	s := ResourceStatus{Resource: r.Info.GVR.GroupResource().String(), Synced: r.Synced()}
+	r.proc.mu.RLock()
+	s.Objects = r.proc.count
+	s.Listeners = len(r.proc.allNS)
+	for _, set := range r.proc.byNamespace {
+		s.Listeners += len(set)
+	}
+	r.proc.mu.RUnlock()
+	if err, _ := r.err(); err != nil && !s.Synced {
+		s.Error = err.Error()
+	}
+	return s
+}

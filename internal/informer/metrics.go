@@ -1,0 +1,68 @@
+package informer
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// metrics are the manager's Prometheus collectors. Per-listener figures
+// are aggregated per resource (listeners are unbounded in number and
+// short-lived, so a label per listener would explode cardinality); the
+// individual figures are available from Resource.ListenerStats.
+type metrics struct {
+	objects   *prometheus.GaugeVec
+	events    *prometheus.CounterVec
+	lastEvent *prometheus.GaugeVec
+	listeners *prometheus.GaugeVec
+	overflows *prometheus.CounterVec
+	resets    *prometheus.CounterVec
+	resyncs   *prometheus.CounterVec
+	synced    *prometheus.GaugeVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	labels := []string{"group", "resource"}
+	m := &metrics{
+		objects: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "kubegate", Subsystem: "cache",
+			Name: "objects", Help: "Objects in the cache."}, labels),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kubegate", Subsystem: "cache",
+			Name: "events_total", Help: "Changes received from the apiserver and distributed to listeners."}, labels),
+		lastEvent: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "kubegate", Subsystem: "cache",
+			Name: "last_event_timestamp_seconds", Help: "Unix time of the last change."}, labels),
+		synced: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "kubegate", Subsystem: "cache",
+			Name: "synced", Help: "1 when the resource's informer has synced."}, labels),
+		listeners: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "kubegate", Subsystem: "listener",
+			Name: "active", Help: "Listeners attached to the resource."}, labels),
+		overflows: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kubegate", Subsystem: "listener",
+			Name: "overflows_total", Help: "Times a listener's backlog reached its bound."}, labels),
+		resets: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kubegate", Subsystem: "listener",
+			Name: "resets_total", Help: "Backlogs discarded and replaced by a reset and snapshot."}, labels),
+		resyncs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kubegate", Subsystem: "listener",
+			Name: "resyncs_total", Help: "Resyncs delivered to listeners."}, labels),
+	}
+	if reg != nil {
+		reg.MustRegister(m.objects, m.events, m.lastEvent, m.synced, m.listeners, m.overflows, m.resets, m.resyncs)
+	}
+	return m
+}
+
+// resourceMetrics are the collectors of one resource, resolved once so
+// the hot path does no label lookups.
+type resourceMetrics struct {
+	objects, lastEvent, listeners, synced prometheus.Gauge
+	events, overflows, resets, resyncs    prometheus.Counter
+}
+
+func (m *metrics) forResource(gvr schema.GroupVersionResource) *resourceMetrics {
+	l := prometheus.Labels{"group": gvr.Group, "resource": gvr.Resource}
+	return &resourceMetrics{
+		objects:   m.objects.With(l),
+		lastEvent: m.lastEvent.With(l),
+		listeners: m.listeners.With(l),
+		synced:    m.synced.With(l),
+		events:    m.events.With(l),
+		overflows: m.overflows.With(l),
+		resets:    m.resets.With(l),
+		resyncs:   m.resyncs.With(l),
+	}
+}

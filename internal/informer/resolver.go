@@ -1,0 +1,148 @@
+package informer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/utils/clock"
+)
+
+// ResourceInfo describes a resolved resource.
+type ResourceInfo struct {
+	GVR        schema.GroupVersionResource
+	GVK        schema.GroupVersionKind
+	Namespaced bool
+	// API is the discovery entry (verbs, short names, categories...).
+	API metav1.APIResource
+
+	selectableFields []string
+}
+
+// SelectableFields lists the fields field selectors may use for this
+// resource. The returned slice must not be modified.
+func (i *ResourceInfo) SelectableFields() []string { return i.selectableFields }
+
+// UnknownResourceError reports a name that matches no served resource.
+type UnknownResourceError struct {
+	Name string
+	Err  error
+}
+
+func (e *UnknownResourceError) Error() string {
+	return fmt.Sprintf("the server doesn't have a resource type %q", e.Name)
+}
+func (e *UnknownResourceError) Unwrap() error { return e.Err }
+
+// ErrNotWatchable is wrapped by errors for resources without list and watch.
+var ErrNotWatchable = errors.New("resource does not support list and watch")
+
+// ErrInvalidResourceVersion is wrapped by errors for malformed versions.
+var ErrInvalidResourceVersion = errors.New("invalid resourceVersion")
+
+// resolver turns the names users type into resources, the way kubectl
+// does: plural, singular, short name, kind, "resource.group" and
+// "resource.version.group", using discovery through a cached RESTMapper.
+// When a name is not found, discovery is refreshed (rate-limited) so CRDs
+// created after start resolve without a restart.
+type resolver struct {
+	disc     discovery.CachedDiscoveryInterface
+	deferred *restmapper.DeferredDiscoveryRESTMapper
+	mapper   meta.RESTMapper
+	// refresh limits discovery refreshes caused by unknown names.
+	refresh flowcontrol.RateLimiter
+	mu      sync.Mutex // serialises refreshes
+}
+
+func newResolver(dc discovery.DiscoveryInterface, refreshQPS float32, clk clock.Clock) *resolver {
+	cached := memory.NewMemCacheClient(dc)
+	deferred := restmapper.NewDeferredDiscoveryRESTMapper(cached)
+	return &resolver{
+		disc:     cached,
+		deferred: deferred,
+		mapper:   restmapper.NewShortcutExpander(deferred, cached, nil),
+		refresh:  flowcontrol.NewTokenBucketRateLimiterWithClock(refreshQPS, 1, clk),
+	}
+}
+
+func (r *resolver) Resolve(ctx context.Context, name string) (*ResourceInfo, error) {
+	info, err := r.resolve(name)
+	if err == nil || !isNoMatch(err) {
+		return info, err
+	}
+	r.mu.Lock()
+	refreshed := r.refresh.TryAccept()
+	if refreshed {
+		r.deferred.Reset()
+	}
+	r.mu.Unlock()
+	if !refreshed {
+		return nil, err
+	}
+	return r.resolve(name)
+}
+
+func isNoMatch(err error) bool {
+	var u *UnknownResourceError
+	return errors.As(err, &u) || meta.IsNoMatchError(err)
+}
+
+func (r *resolver) resolve(name string) (*ResourceInfo, error) {
+	arg := strings.ToLower(strings.TrimSpace(name))
+	if arg == "" || strings.ContainsAny(arg, "/ ") || len(arg) > 253 {
+		return nil, &UnknownResourceError{Name: name}
+	}
+	var gvr schema.GroupVersionResource
+	var err error
+	full, gr := schema.ParseResourceArg(arg)
+	if full != nil {
+		gvr, err = r.mapper.ResourceFor(*full)
+	}
+	if full == nil || err != nil {
+		gvr, err = r.mapper.ResourceFor(gr.WithVersion(""))
+	}
+	if err != nil {
+		if meta.IsNoMatchError(err) {
+			return nil, &UnknownResourceError{Name: name, Err: err}
+		}
+		return nil, fmt.Errorf("resolve %q: %w", name, err)
+	}
+	gvk, err := r.mapper.KindFor(gvr)
+	if err != nil {
+		return nil, &UnknownResourceError{Name: name, Err: err}
+	}
+	list, err := r.disc.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+	if err != nil {
+		return nil, fmt.Errorf("discover %s: %w", gvr.GroupVersion(), err)
+	}
+	for _, api := range list.APIResources {
+		if api.Name != gvr.Resource {
+			continue
+		}
+		if !slices.Contains(api.Verbs, "list") || !slices.Contains(api.Verbs, "watch") {
+			return nil, fmt.Errorf("%s: %w", gvr.GroupResource(), ErrNotWatchable)
+		}
+		info := &ResourceInfo{GVR: gvr, GVK: gvk, Namespaced: api.Namespaced, API: api}
+		info.API.Group, info.API.Version = gvr.Group, gvr.Version
+		info.selectableFields = append([]string{"metadata.name", "metadata.namespace"},
+			extraSelectableFields[gvr.GroupResource()]...)
+		return info, nil
+	}
+	return nil, &UnknownResourceError{Name: name}
+}
+
+// ServerResources returns the discovery document, for serving discovery.
+func (r *resolver) ServerResources() ([]*metav1.APIResourceList, error) {
+	_, lists, err := r.disc.ServerGroupsAndResources()
+	return lists, err
+}
