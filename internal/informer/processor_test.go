@@ -1,0 +1,384 @@
+package informer
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+
+// testProc builds a processor fed by hand, as the informer would feed it.
+func testProc(t *testing.T, mod func(*Options)) (*processor, *clocktesting.FakeClock) {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	opts := Options{MinResync: time.Second, HistoryEvents: 100, HistoryBytes: 1 << 20, Logger: zap.NewNop(), clock: clk}
+	if mod != nil {
+		mod(&opts)
+	}
+	lastSync := "0"
+	p := newProcessor(podsGVR, &opts, newMetrics(nil).forResource(podsGVR), func() string { return lastSync })
+	return p, clk
+}
+
+func obj(ns, name string, rv uint64, lbls ...string) *Object {
+	o := &Object{RV: rv, Raw: []byte(fmt.Sprintf(`{"metadata":{"name":%q,"rv":%d}}`, name, rv))}
+	o.Namespace, o.Name, o.ResourceVersion = ns, name, strconv.FormatUint(rv, 10)
+	if len(lbls) > 0 {
+		o.Labels = map[string]string{}
+		for i := 0; i+1 < len(lbls); i += 2 {
+			o.Labels[lbls[i]] = lbls[i+1]
+		}
+	}
+	return o
+}
+
+// seen renders notifications compactly: "ADDED ns/name@rv".
+func seen(ns []Notification) []string {
+	out := make([]string, 0, len(ns))
+	for _, n := range ns {
+		switch n.Type {
+		case EndOfSnapshot:
+			out = append(out, fmt.Sprintf("END@%d", n.RV))
+		case Reset:
+			out = append(out, "RESET")
+		default:
+			out = append(out, fmt.Sprintf("%s %s@%d", n.Type, n.Object.Key(), n.RV))
+		}
+	}
+	return out
+}
+
+func mustListener(t *testing.T, p *processor, opts ListenerOptions) (*Listener, chan struct{}) {
+	t.Helper()
+	wake := make(chan struct{}, 1)
+	opts.Wake = wake
+	l, err := p.addListener(opts)
+	if err != nil {
+		t.Fatalf("addListener: %v", err)
+	}
+	t.Cleanup(l.Stop)
+	return l, wake
+}
+
+func syncedProc(t *testing.T, objs ...*Object) (*processor, *clocktesting.FakeClock) {
+	p, clk := testProc(t, nil)
+	for _, o := range objs {
+		p.OnAdd(o, true)
+	}
+	p.mu.Lock()
+	p.markSyncedLocked()
+	p.mu.Unlock()
+	return p, clk
+}
+
+func TestSnapshotThenLiveInOrder(t *testing.T) {
+	p, _ := syncedProc(t, obj("a", "p1", 10), obj("b", "p2", 12))
+	l, wake := mustListener(t, p, ListenerOptions{SendInitialEvents: true})
+	select {
+	case <-wake:
+	default:
+		t.Fatal("new listener with a snapshot due was not woken")
+	}
+	p.OnUpdate(obj("a", "p1", 10), obj("a", "p1", 13))
+	p.OnAdd(obj("a", "p3", 14), false)
+	p.OnDelete(obj("b", "p2", 15))
+
+	got := seen(l.Pop(nil))
+	// The snapshot is cut when popped, so it already reflects the changes,
+	// and they are not repeated after the end marker.
+	snapshot := map[string]bool{}
+	for _, s := range got[:len(got)-1] {
+		snapshot[s] = true
+	}
+	want := map[string]bool{"ADDED a/p1@13": true, "ADDED a/p3@14": true}
+	if diff := cmp.Diff(want, snapshot); diff != "" || got[len(got)-1] != "END@15" {
+		t.Fatalf("snapshot mismatch (-want +got):\n%s\nall: %v", diff, got)
+	}
+
+	p.OnUpdate(obj("a", "p3", 14), obj("a", "p3", 16))
+	p.OnDelete(cache.DeletedFinalStateUnknown{Key: "a/p1", Obj: obj("a", "p1", 13)})
+	if diff := cmp.Diff([]string{"MODIFIED a/p3@16", "DELETED a/p1@13"}, seen(l.Pop(nil))); diff != "" {
+		t.Fatalf("live events (-want +got):\n%s", diff)
+	}
+}
+
+func TestUnchangedUpdateIsNotDistributed(t *testing.T) {
+	p, _ := syncedProc(t, obj("a", "p1", 10))
+	l, _ := mustListener(t, p, ListenerOptions{})
+	p.OnUpdate(obj("a", "p1", 10), obj("a", "p1", 10))
+	if got := l.Pop(nil); len(got) != 0 {
+		t.Fatalf("relist of an unchanged object produced %v", seen(got))
+	}
+}
+
+func TestFilters(t *testing.T) {
+	p, _ := syncedProc(t)
+	p.OnAdd(&Object{}, true) // ignored shape check: empty object in initial list
+	info := &ResourceInfo{GVR: podsGVR, selectableFields: []string{"metadata.name", "metadata.namespace", "spec.nodeName"}}
+	tests := []struct {
+		name            string
+		ns, lsel, fsel  string
+		want            []string
+	}{
+		{"all", "", "", "", []string{"ADDED a/x@20", "ADDED b/y@21", "ADDED a/z@22"}},
+		{"namespace", "a", "", "", []string{"ADDED a/x@20", "ADDED a/z@22"}},
+		{"label", "", "app=web", "", []string{"ADDED a/x@20", "ADDED b/y@21"}},
+		{"label set", "", "app in (web),tier!=db", "", []string{"ADDED a/x@20"}},
+		{"field name", "", "", "metadata.name=y", []string{"ADDED b/y@21"}},
+		{"field extra", "", "", "spec.nodeName=n1", []string{"ADDED a/z@22"}},
+		{"field and ns", "a", "", "metadata.name!=x", []string{"ADDED a/z@22"}},
+	}
+	var ls []*Listener
+	for _, tc := range tests {
+		f, err := ParseFilter(info, tc.ns, tc.lsel, tc.fsel)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		l, _ := mustListener(t, p, ListenerOptions{Filter: f})
+		ls = append(ls, l)
+	}
+	p.OnAdd(obj("a", "x", 20, "app", "web", "tier", "fe"), false)
+	p.OnAdd(obj("b", "y", 21, "app", "web", "tier", "db"), false)
+	z := obj("a", "z", 22, "app", "api")
+	z.extra = []string{"spec.nodeName", "n1"}
+	p.OnAdd(z, false)
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, seen(ls[i].Pop(nil))); diff != "" {
+				t.Fatalf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseFilterErrors(t *testing.T) {
+	info := &ResourceInfo{GVR: podsGVR, selectableFields: []string{"metadata.name", "metadata.namespace"}}
+	for _, tc := range []struct{ lsel, fsel, param string }{
+		{"app in (", "", "labelSelector"},
+		{"", "spec.bogus=1", "fieldSelector"},
+		{"", "metadata.name", "fieldSelector"},
+		{string(make([]byte, maxSelectorLen+1)), "", "labelSelector"},
+	} {
+		_, err := ParseFilter(info, "", tc.lsel, tc.fsel)
+		var fe *InvalidFilterError
+		if !errors.As(err, &fe) || fe.Param != tc.param {
+			t.Errorf("ParseFilter(%q, %q) = %v, want InvalidFilterError for %s", tc.lsel, tc.fsel, err, tc.param)
+		}
+	}
+}
+
+func TestOverflowResetKeepsBoundAndOthersUnaffected(t *testing.T) {
+	p, _ := syncedProc(t, obj("a", "seed", 1))
+	stuck, _ := mustListener(t, p, ListenerOptions{MaxEvents: 8})
+	healthy, _ := mustListener(t, p, ListenerOptions{MaxEvents: 8})
+	var healthyGot []string
+	for i := 0; i < 100; i++ {
+		p.OnAdd(obj("a", fmt.Sprintf("o%d", i), uint64(10+i)), false)
+		if s := stuck.Stats(); s.Buffered > 8 || s.Capacity > 16 {
+			t.Fatalf("stuck listener exceeded its bound: %+v", s)
+		}
+		healthyGot = append(healthyGot, seen(healthy.Pop(nil))...)
+	}
+	if len(healthyGot) != 100 {
+		t.Fatalf("healthy listener got %d events, want 100", len(healthyGot))
+	}
+	if s := stuck.Stats(); s.Overflows == 0 || s.Resets == 0 {
+		t.Fatalf("stats after overflow: %+v", s)
+	}
+	if !stuck.Overflowed() {
+		t.Fatal("Overflowed() = false after a reset")
+	}
+	got := seen(stuck.Pop(nil))
+	if got[0] != "RESET" || got[len(got)-1] != "END@109" || len(got) != 1+101+1 {
+		t.Fatalf("after overflow got %d notifications: first %q last %q", len(got), got[0], got[len(got)-1])
+	}
+	p.OnAdd(obj("a", "after", 200), false)
+	if diff := cmp.Diff([]string{"ADDED a/after@200"}, seen(stuck.Pop(nil))); diff != "" {
+		t.Fatalf("buffering did not resume after the reset: %s", diff)
+	}
+}
+
+func TestOverflowByBytes(t *testing.T) {
+	p, _ := syncedProc(t)
+	l, _ := mustListener(t, p, ListenerOptions{MaxBytes: 100})
+	for i := 0; i < 5; i++ {
+		p.OnAdd(obj("a", fmt.Sprintf("o%d", i), uint64(10+i)), false) // ~35 bytes each
+	}
+	if s := l.Stats(); s.Bytes > 100 || s.Resets == 0 {
+		t.Fatalf("byte bound not enforced: %+v", s)
+	}
+}
+
+func TestOverflowCollapse(t *testing.T) {
+	p, _ := syncedProc(t, obj("a", "old", 1), obj("a", "gone", 2), obj("a", "recreated", 3))
+	l, _ := mustListener(t, p, ListenerOptions{MaxEvents: 11, Overflow: OverflowCollapse})
+	rv := uint64(10)
+	next := func() uint64 { rv++; return rv }
+	for i := 0; i < 5; i++ {
+		p.OnUpdate(obj("a", "old", 0), obj("a", "old", next()))
+	}
+	p.OnAdd(obj("a", "brief", next()), false)
+	p.OnDelete(obj("a", "brief", next()))
+	p.OnAdd(obj("a", "new", next()), false)
+	p.OnUpdate(obj("a", "new", 0), obj("a", "new", next()))
+	p.OnDelete(obj("a", "gone", next()))
+	p.OnDelete(obj("a", "recreated", next()))
+	p.OnAdd(obj("a", "recreated", next()), false) // 12th change overflows
+	got := seen(l.Pop(nil))
+	want := []string{
+		"MODIFIED a/old@15",
+		"ADDED a/new@19",
+		"DELETED a/gone@20",
+		"DELETED a/recreated@21",
+		"ADDED a/recreated@22",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("collapsed backlog (-want +got):\n%s", diff)
+	}
+	if s := l.Stats(); s.Collapses != 1 || s.Resets != 0 {
+		t.Fatalf("stats: %+v", s)
+	}
+}
+
+func TestCollapseFallsBackToReset(t *testing.T) {
+	p, _ := syncedProc(t)
+	l, _ := mustListener(t, p, ListenerOptions{MaxEvents: 4, Overflow: OverflowCollapse})
+	for i := 0; i < 5; i++ { // five distinct objects cannot collapse below 3/4 of 4
+		p.OnAdd(obj("a", fmt.Sprintf("o%d", i), uint64(10+i)), false)
+	}
+	got := seen(l.Pop(nil))
+	if got[0] != "RESET" {
+		t.Fatalf("want RESET after an uncollapsible overflow, got %v", got)
+	}
+}
+
+func TestResume(t *testing.T) {
+	p, _ := syncedProc(t, obj("a", "p1", 10))
+	for rv := uint64(11); rv <= 15; rv++ {
+		p.OnUpdate(obj("a", "p1", rv-1), obj("a", "p1", rv))
+	}
+	l, _ := mustListener(t, p, ListenerOptions{ResourceVersion: "13", SendInitialEvents: true})
+	if diff := cmp.Diff([]string{"MODIFIED a/p1@14", "MODIFIED a/p1@15"}, seen(l.Pop(nil))); diff != "" {
+		t.Fatalf("resume inside history (-want +got):\n%s", diff)
+	}
+	// A version from a replica that is ahead: changes up to it are skipped.
+	ahead, _ := mustListener(t, p, ListenerOptions{ResourceVersion: "17"})
+	p.OnUpdate(obj("a", "p1", 15), obj("a", "p1", 16))
+	p.OnUpdate(obj("a", "p1", 16), obj("a", "p1", 18))
+	if diff := cmp.Diff([]string{"MODIFIED a/p1@18"}, seen(ahead.Pop(nil))); diff != "" {
+		t.Fatalf("resume ahead (-want +got):\n%s", diff)
+	}
+
+	if _, err := p.addListener(ListenerOptions{ResourceVersion: "5", Wake: make(chan struct{}, 1)}); !errors.Is(err, ErrExpired) {
+		t.Fatalf("resume before the history: err = %v, want ErrExpired", err)
+	}
+	if _, err := p.addListener(ListenerOptions{ResourceVersion: "x1", Wake: make(chan struct{}, 1)}); !errors.Is(err, ErrInvalidResourceVersion) {
+		t.Fatalf("malformed version: err = %v", err)
+	}
+}
+
+func TestHistoryEviction(t *testing.T) {
+	p, _ := testProc(t, func(o *Options) { o.HistoryEvents = 3 })
+	p.OnAdd(obj("a", "p", 10), true)
+	for rv := uint64(11); rv <= 20; rv++ {
+		p.OnUpdate(obj("a", "p", rv-1), obj("a", "p", rv))
+	}
+	if _, err := p.addListener(ListenerOptions{ResourceVersion: "16", Wake: make(chan struct{}, 1)}); !errors.Is(err, ErrExpired) {
+		t.Fatalf("resume at 16 with history 18..20: err = %v, want ErrExpired", err)
+	}
+	l, _ := mustListener(t, p, ListenerOptions{ResourceVersion: "17"})
+	if diff := cmp.Diff([]string{"MODIFIED a/p@18", "MODIFIED a/p@19", "MODIFIED a/p@20"}, seen(l.Pop(nil))); diff != "" {
+		t.Fatalf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestRelistRestartsHistory(t *testing.T) {
+	p, _ := syncedProc(t, obj("a", "p1", 10), obj("a", "p2", 11))
+	p.OnUpdate(obj("a", "p1", 10), obj("a", "p1", 20))
+	live, _ := mustListener(t, p, ListenerOptions{})
+	// A relist after an outage: p2 changed at 25 and p1 was deleted; the
+	// informer only learns the deletion as a tombstone.
+	p.lastSyncRV = func() string { return "30" }
+	p.OnDelete(cache.DeletedFinalStateUnknown{Key: "a/p1", Obj: obj("a", "p1", 20)})
+	p.OnUpdate(obj("a", "p2", 11), obj("a", "p2", 25))
+	if diff := cmp.Diff([]string{"DELETED a/p1@20", "MODIFIED a/p2@25"}, seen(live.Pop(nil))); diff != "" {
+		t.Fatalf("live listener during relist (-want +got):\n%s", diff)
+	}
+	// A consumer that had seen 20 must not resume past the tombstone.
+	if _, err := p.addListener(ListenerOptions{ResourceVersion: "20", Wake: make(chan struct{}, 1)}); !errors.Is(err, ErrExpired) {
+		t.Fatalf("resume across a relist: err = %v, want ErrExpired", err)
+	}
+	p.OnUpdate(obj("a", "p2", 25), obj("a", "p2", 31))
+	l, _ := mustListener(t, p, ListenerOptions{ResourceVersion: "30"})
+	if diff := cmp.Diff([]string{"MODIFIED a/p2@31"}, seen(l.Pop(nil))); diff != "" {
+		t.Fatalf("resume after relist (-want +got):\n%s", diff)
+	}
+}
+
+func TestResyncPerListener(t *testing.T) {
+	p, clk := syncedProc(t, obj("a", "p1", 10), obj("b", "p2", 11))
+	fast, fastWake := mustListener(t, p, ListenerOptions{ResyncPeriod: 2 * time.Second, Filter: Filter{Namespace: "a"}})
+	slow, _ := mustListener(t, p, ListenerOptions{ResyncPeriod: 5 * time.Second})
+	clamped, _ := mustListener(t, p, ListenerOptions{ResyncPeriod: time.Millisecond}) // raised to MinResync (1s)
+	none, _ := mustListener(t, p, ListenerOptions{})
+
+	counts := map[*Listener]int{}
+	for s := 1; s <= 10; s++ {
+		clk.Step(time.Second)
+		p.resyncTick(clk.Now())
+		for _, l := range []*Listener{fast, slow, clamped, none} {
+			for _, n := range l.Pop(nil) {
+				if n.Type == Sync {
+					counts[l]++
+				}
+			}
+		}
+	}
+	// fast: every 2s over 10s, 1 object each; slow: 2 resyncs x 2 objects.
+	if counts[fast] != 5 || counts[slow] != 4 || counts[clamped] != 20 || counts[none] != 0 {
+		t.Fatalf("sync counts fast=%d slow=%d clamped=%d none=%d", counts[fast], counts[slow], counts[clamped], counts[none])
+	}
+	select {
+	case <-fastWake:
+	default:
+	}
+	// Pending changes are delivered before the resync's Sync notifications.
+	clk.Step(2 * time.Second)
+	p.OnUpdate(obj("a", "p1", 10), obj("a", "p1", 12))
+	p.resyncTick(clk.Now())
+	if diff := cmp.Diff([]string{"MODIFIED a/p1@12", "SYNC a/p1@12"}, seen(fast.Pop(nil))); diff != "" {
+		t.Fatalf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestStoppedListenerGetsNothing(t *testing.T) {
+	p, _ := syncedProc(t)
+	l, _ := mustListener(t, p, ListenerOptions{Filter: Filter{Namespace: "a"}})
+	l.Stop()
+	l.Stop()
+	p.OnAdd(obj("a", "x", 5), false)
+	if got := l.Pop(nil); len(got) != 0 {
+		t.Fatalf("stopped listener got %v", seen(got))
+	}
+	if len(p.byNamespace) != 0 {
+		t.Fatal("namespace index kept a stopped listener")
+	}
+}
+
+func TestSelectorLabelsIgnoreNil(t *testing.T) {
+	f := Filter{Label: labels.Everything(), Field: fields.Everything()}
+	if !f.Matches(obj("a", "x", 1)) {
+		t.Fatal("everything selectors must match")
+	}
+}
