@@ -8,12 +8,18 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 // Filter selects the objects a listener, list or snapshot sees.
 type Filter struct {
 	// Namespace restricts to one namespace; "" means all namespaces.
 	Namespace string
+	// Namespaces, when non-nil, further restricts to the namespaces in the
+	// set (cluster-scoped objects never match a non-nil set). Authorization
+	// uses it for "all namespaces the caller may read". An empty non-nil
+	// set matches nothing.
+	Namespaces sets.Set[string]
 	// Label selects by labels; nil selects everything.
 	Label labels.Selector
 	// Field selects by the fields named in ResourceInfo.SelectableFields;
@@ -24,6 +30,9 @@ type Filter struct {
 // Matches reports whether o passes the filter.
 func (f *Filter) Matches(o *Object) bool {
 	if f.Namespace != "" && o.Namespace != f.Namespace {
+		return false
+	}
+	if f.Namespaces != nil && !f.Namespaces.Has(o.Namespace) {
 		return false
 	}
 	if f.Label != nil && !f.Label.Matches(labels.Set(o.Labels)) {
@@ -103,4 +112,16 @@ var extraSelectableFields = map[schema.GroupResource][]string{
 	{Group: "apps", Resource: "replicasets"}: {"status.replicas"},
 	{Group: "batch", Resource: "jobs"}:       {"status.successful"},
 	{Group: "certificates.k8s.io", Resource: "certificatesigningrequests"}: {"spec.signerName"},
+}
+
+// namespaces lists the namespaces whose index a listener or scan with this
+// filter needs, or nil when it needs every object.
+func (f *Filter) namespaces() []string {
+	switch {
+	case f.Namespace != "":
+		return []string{f.Namespace}
+	case f.Namespaces != nil:
+		return sets.List(f.Namespaces)
+	}
+	return nil
 }

@@ -127,6 +127,9 @@ type Listener struct {
 	maxEv  int
 	maxB   int64
 	wake   chan<- struct{}
+	// removed is set once the processor has dropped the listener; guarded
+	// by processor.mu.
+	removed bool
 
 	// mu guards everything below.
 	mu sync.Mutex

@@ -173,16 +173,21 @@ func (p *processor) changeLocked(n Notification, tombstone bool) {
 // eachMatchingLocked calls fn for every cached object matching f, using
 // the namespace index when f names a namespace. Caller must hold p.mu.
 func (p *processor) eachMatchingLocked(f *Filter, fn func(*Object)) {
-	var objs []any
-	if f.Namespace != "" {
-		objs, _ = p.store.ByIndex(cache.NamespaceIndex, f.Namespace)
-	} else {
-		objs = p.store.List()
-	}
-	for _, obj := range objs {
-		if o := obj.(*Object); f.Matches(o) {
-			fn(o)
+	visit := func(objs []any) {
+		for _, obj := range objs {
+			if o := obj.(*Object); f.Matches(o) {
+				fn(o)
+			}
 		}
+	}
+	nss := f.namespaces()
+	if nss == nil {
+		visit(p.store.List())
+		return
+	}
+	for _, ns := range nss {
+		objs, _ := p.store.ByIndex(cache.NamespaceIndex, ns)
+		visit(objs)
 	}
 }
 
@@ -247,13 +252,15 @@ func (p *processor) addListener(opts ListenerOptions) (*Listener, error) {
 		l.nextResync = now.Add(l.resync)
 		p.resyncing[l] = struct{}{}
 	}
-	if ns := l.filter.Namespace; ns != "" {
-		set := p.byNamespace[ns]
-		if set == nil {
-			set = map[*Listener]struct{}{}
-			p.byNamespace[ns] = set
+	if nss := l.filter.namespaces(); nss != nil {
+		for _, ns := range nss {
+			set := p.byNamespace[ns]
+			if set == nil {
+				set = map[*Listener]struct{}{}
+				p.byNamespace[ns] = set
+			}
+			set[l] = struct{}{}
 		}
-		set[l] = struct{}{}
 	} else {
 		p.allNS[l] = struct{}{}
 	}
@@ -267,17 +274,17 @@ func (p *processor) addListener(opts ListenerOptions) (*Listener, error) {
 func (p *processor) removeListener(l *Listener) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ns := l.filter.Namespace
-	if _, ok := p.allNS[l]; !ok {
-		if _, ok := p.byNamespace[ns][l]; !ok {
-			return // already removed
-		}
+	if l.removed {
+		return
 	}
+	l.removed = true
 	delete(p.allNS, l)
-	if set := p.byNamespace[ns]; set != nil {
-		delete(set, l)
-		if len(set) == 0 {
-			delete(p.byNamespace, ns)
+	for _, ns := range l.filter.namespaces() {
+		if set := p.byNamespace[ns]; set != nil {
+			delete(set, l)
+			if len(set) == 0 {
+				delete(p.byNamespace, ns)
+			}
 		}
 	}
 	delete(p.resyncing, l)

@@ -3,6 +3,7 @@ package informer
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -127,9 +129,9 @@ func TestFilters(t *testing.T) {
 	p.OnAdd(&Object{}, true) // ignored shape check: empty object in initial list
 	info := &ResourceInfo{GVR: podsGVR, selectableFields: []string{"metadata.name", "metadata.namespace", "spec.nodeName"}}
 	tests := []struct {
-		name            string
-		ns, lsel, fsel  string
-		want            []string
+		name           string
+		ns, lsel, fsel string
+		want           []string
 	}{
 		{"all", "", "", "", []string{"ADDED a/x@20", "ADDED b/y@21", "ADDED a/z@22"}},
 		{"namespace", "a", "", "", []string{"ADDED a/x@20", "ADDED a/z@22"}},
@@ -380,5 +382,45 @@ func TestSelectorLabelsIgnoreNil(t *testing.T) {
 	f := Filter{Label: labels.Everything(), Field: fields.Everything()}
 	if !f.Matches(obj("a", "x", 1)) {
 		t.Fatal("everything selectors must match")
+	}
+}
+
+func TestNamespaceSetFilter(t *testing.T) {
+	p, _ := syncedProc(t, obj("a", "p1", 10), obj("b", "p2", 11), obj("c", "p3", 12), obj("", "node1", 13))
+	f := Filter{Namespaces: sets.New("a", "c")}
+	l, _ := mustListener(t, p, ListenerOptions{Filter: f, SendInitialEvents: true})
+	empty, _ := mustListener(t, p, ListenerOptions{Filter: Filter{Namespaces: sets.New[string]()}, SendInitialEvents: true})
+
+	got := seen(l.Pop(nil))
+	slices.Sort(got[:len(got)-1])
+	if diff := cmp.Diff([]string{"ADDED a/p1@10", "ADDED c/p3@12", "END@13"}, got); diff != "" {
+		t.Fatalf("snapshot (-want +got):\n%s", diff)
+	}
+	p.OnAdd(obj("b", "p4", 14), false)
+	p.OnAdd(obj("c", "p5", 15), false)
+	p.OnDelete(obj("a", "p1", 16))
+	if diff := cmp.Diff([]string{"ADDED c/p5@15", "DELETED a/p1@16"}, seen(l.Pop(nil))); diff != "" {
+		t.Fatalf("live (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"END@16"}, seen(empty.Pop(nil))); diff != "" {
+		t.Fatalf("empty set must see nothing but the end marker, cut when popped (-want +got):\n%s", diff)
+	}
+	objs, _ := p.list(&f)
+	var keys []string
+	for _, o := range objs {
+		keys = append(keys, o.Key())
+	}
+	slices.Sort(keys)
+	if diff := cmp.Diff([]string{"c/p3", "c/p5"}, keys); diff != "" {
+		t.Fatalf("list (-want +got):\n%s", diff)
+	}
+	l.Stop()
+	l.Stop() // idempotent
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	for ns, set := range p.byNamespace {
+		if _, ok := set[l]; ok {
+			t.Fatalf("stopped listener still indexed under namespace %q", ns)
+		}
 	}
 }
