@@ -1,0 +1,167 @@
+// Command gateway runs kubegate: it caches the resources clients ask for
+// with one LIST+WATCH each and serves them over Kubernetes-compatible REST,
+// WebSocket subscriptions and webhooks.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/zapr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"kubegate/internal/config"
+	httpapi "kubegate/internal/http"
+	"kubegate/internal/informer"
+)
+
+func main() {
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `kubegate gateway: serves Kubernetes objects from one shared cache over
+REST (kubectl/client-go compatible), WebSocket (/ws) and webhooks.
+
+Usage: gateway [flags]
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	cfg, err := config.Parse(fs, os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "gateway: %v (see gateway --help)\n", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "gateway: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func newLogger(c config.Log) (*zap.Logger, error) {
+	level, err := zapcore.ParseLevel(c.Level)
+	if err != nil {
+		return nil, err
+	}
+	zc := zap.NewProductionConfig()
+	if c.Format == "console" {
+		zc = zap.NewDevelopmentConfig()
+		zc.DisableStacktrace = true
+	}
+	zc.Level = zap.NewAtomicLevelAt(level)
+	return zc.Build()
+}
+
+// restConfig finds the cluster the way the brief promises: an explicit
+// --kubeconfig, else in-cluster, else $KUBECONFIG, else ~/.kube/config.
+func restConfig(path string) (*rest.Config, string, error) {
+	if path != "" {
+		c, err := clientcmd.BuildConfigFromFlags("", path)
+		if err != nil {
+			return nil, "", fmt.Errorf("kubeconfig %s: %w", path, err)
+		}
+		return c, path, nil
+	}
+	if c, err := rest.InClusterConfig(); err == nil {
+		return c, "in-cluster service account", nil
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	c, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("no cluster configured (%v): pass --kubeconfig, set $KUBECONFIG, or run `make cluster` for a local one", err)
+	}
+	return c, fmt.Sprintf("kubeconfig %v", rules.Precedence), nil
+}
+
+func run(ctx context.Context, cfg config.Config) error {
+	log, err := newLogger(cfg.Log)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	klog.SetLogger(zapr.NewLogger(log.Named("client-go")))
+
+	kc, source, err := restConfig(cfg.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	kc.UserAgent = "kubegate"
+	// Fail fast with one clear line when the apiserver cannot be reached.
+	probe := rest.CopyConfig(kc)
+	probe.Timeout = 10 * time.Second
+	dc, err := discovery.NewDiscoveryClientForConfig(probe)
+	if err != nil {
+		return fmt.Errorf("apiserver client: %w", err)
+	}
+	version, err := dc.ServerVersion()
+	if err != nil {
+		return fmt.Errorf("cannot reach the apiserver at %s (from %s): %v; check the kubeconfig or start a local cluster with `make cluster`", kc.Host, source, err)
+	}
+	log.Info("connected to apiserver", zap.String("host", kc.Host), zap.String("version", version.GitVersion), zap.String("config", source))
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	mgr, err := informer.New(informer.Options{
+		Config:            kc,
+		Resources:         cfg.Cache.Resources,
+		KeepManagedFields: cfg.Cache.KeepManagedFields,
+		MinResync:         time.Duration(cfg.Cache.MinResync),
+		HistoryEvents:     cfg.Cache.HistoryEvents,
+		Logger:            log.Named("informer"),
+		Registerer:        reg,
+	})
+	if err != nil {
+		return err
+	}
+	httpServer, err := httpapi.New(httpapi.Options{
+		Manager:         mgr,
+		Logger:          log.Named("http"),
+		Registry:        reg,
+		Listen:          cfg.Listen,
+		ShutdownTimeout: time.Duration(cfg.ShutdownTimeout),
+	})
+	if err != nil {
+		return err
+	}
+
+	// Every part runs until ctx ends; the first to fail stops the others.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return mgr.Start(gctx) })
+	g.Go(func() error { return httpServer.Start(gctx) })
+
+	done := make(chan error, 1)
+	go func() { done <- g.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		log.Info("shutting down", zap.Duration("timeout", time.Duration(cfg.ShutdownTimeout)))
+	}
+	select {
+	case err := <-done:
+		log.Info("stopped")
+		return err
+	case <-time.After(time.Duration(cfg.ShutdownTimeout) + 5*time.Second):
+		return errors.New("shutdown did not finish in time; exiting anyway")
+	}
+}

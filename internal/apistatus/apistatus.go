@@ -1,0 +1,105 @@
+// Package apistatus turns errors into Kubernetes metav1.Status values, the
+// one error shape kubegate answers with on every path (REST bodies,
+// WebSocket error frames, watch ERROR events), so clients that know the
+// apiserver's errors know ours.
+package apistatus
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kubegate/internal/informer"
+)
+
+// FromError maps err to a Status. Errors kubegate knows (informer errors,
+// *apierrors.StatusError) keep their meaning and message; anything else is
+// an InternalError whose message does not reveal the internal error, which
+// the caller should log.
+func FromError(err error) *metav1.Status {
+	var (
+		se  apierrors.APIStatus
+		fe  *informer.InvalidFilterError
+		ue  *informer.UnknownResourceError
+		gfe *informer.GatewayForbiddenError
+	)
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &se):
+		st := se.Status()
+		return &st
+	case errors.As(err, &fe):
+		return New(http.StatusBadRequest, metav1.StatusReasonBadRequest, fe.Error())
+	case errors.As(err, &ue):
+		return New(http.StatusNotFound, metav1.StatusReasonNotFound, ue.Error())
+	case errors.Is(err, informer.ErrExpired):
+		return New(http.StatusGone, metav1.StatusReasonExpired, err.Error())
+	case errors.Is(err, informer.ErrInvalidResourceVersion):
+		return New(http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error())
+	case errors.Is(err, informer.ErrNotWatchable):
+		return New(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed, err.Error())
+	case errors.As(err, &gfe):
+		// The caller is not at fault: the gateway cannot serve this
+		// resource to anyone until its ClusterRole is fixed.
+		return New(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, gfe.Error())
+	case errors.Is(err, informer.ErrStopped):
+		return New(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, "the gateway is shutting down")
+	}
+	return New(http.StatusInternalServerError, metav1.StatusReasonInternalError, "internal error; see the gateway's log")
+}
+
+// New returns a Failure status.
+func New(code int, reason metav1.StatusReason, message string) *metav1.Status {
+	return &metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusFailure,
+		Code:     int32(code),
+		Reason:   reason,
+		Message:  message,
+	}
+}
+
+// Internal reports whether st hides an internal error that should be
+// logged.
+func Internal(st *metav1.Status) bool {
+	return st.Reason == metav1.StatusReasonInternalError
+}
+
+// Write sends st as the response, with its code as the HTTP status and a
+// Retry-After header when st carries RetryAfterSeconds.
+func Write(w http.ResponseWriter, st *metav1.Status) {
+	if st.Kind == "" {
+		st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+	}
+	if st.Status == "" {
+		st.Status = metav1.StatusFailure
+	}
+	code := int(st.Code)
+	if code == 0 {
+		code = http.StatusInternalServerError
+	}
+	if st.Details != nil && st.Details.RetryAfterSeconds > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(st.Details.RetryAfterSeconds)))
+	}
+	body, err := json.Marshal(st)
+	if err != nil {
+		body = []byte(fmt.Sprintf(`{"kind":"Status","apiVersion":"v1","status":"Failure","code":%d}`, code))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// WriteError writes FromError(err).
+func WriteError(w http.ResponseWriter, err error) *metav1.Status {
+	st := FromError(err)
+	Write(w, st)
+	return st
+}

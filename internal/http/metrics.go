@@ -1,0 +1,59 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	inflight prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubegate_http_requests_total",
+			Help: "HTTP requests by route pattern, method and status code.",
+		}, []string{"route", "method", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kubegate_http_request_duration_seconds",
+			Help:    "Time to answer HTTP requests (streams count until they end).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+		}, []string{"route", "method"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kubegate_http_requests_in_flight",
+			Help: "HTTP requests being served, streams included.",
+		}),
+	}
+	reg.MustRegister(m.requests, m.duration, m.inflight)
+	return m
+}
+
+// instrument counts requests by chi route pattern (never by raw path, so
+// object names do not become label values).
+func (m *metrics) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		m.inflight.Inc()
+		defer m.inflight.Dec()
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		next.ServeHTTP(ww, r)
+		route := "other"
+		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+			route = rc.RoutePattern()
+		}
+		code := ww.Status()
+		if code == 0 {
+			code = http.StatusOK
+		}
+		m.requests.WithLabelValues(route, r.Method, strconv.Itoa(code)).Inc()
+		m.duration.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
+	})
+}

@@ -1,0 +1,250 @@
+// Package httpapi is kubegate's HTTP front door: one chi router that
+// serves health and metrics, authenticates callers, and mounts the
+// Kubernetes-compatible REST API (read from the informer cache), the
+// WebSocket endpoint and the dashboard.
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+
+	"kubegate/internal/apistatus"
+	"kubegate/internal/auth"
+	"kubegate/internal/informer"
+)
+
+// Options configures New.
+type Options struct {
+	// Manager serves every read. Required.
+	Manager *informer.Manager
+	// Logger. Default: no logging.
+	Logger *zap.Logger
+	// Registry receives the server's metrics and is served at /metrics.
+	// Default: a new registry.
+	Registry *prometheus.Registry
+	// Listen is the TCP address. Default: 127.0.0.1:8080.
+	Listen string
+	// Listener, when set, is used instead of listening on Listen (tests).
+	Listener net.Listener
+	// WebSocket is mounted at /ws behind authentication. Default: none.
+	WebSocket http.Handler
+	// Web serves the dashboard at / without authentication (it holds no
+	// data; the data it fetches is authenticated). Default: none.
+	Web http.Handler
+	// Authenticator identifies callers of /api, /apis, /version and /ws.
+	// Default: auth.Anonymous{}.
+	Authenticator auth.Authenticator
+	// Authorizer decides what they may read. Default: auth.AlwaysAllow{}.
+	Authorizer auth.Authorizer
+	// RecheckInterval is how often a live watch stream is re-authorized;
+	// a revoked stream ends within it. Default: 5s.
+	RecheckInterval time.Duration
+	// ShutdownTimeout bounds the graceful shutdown. Default: 15s.
+	ShutdownTimeout time.Duration
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Manager == nil {
+		return o, errors.New("httpapi: Options.Manager is required")
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+	}
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1:8080"
+	}
+	if o.Authenticator == nil {
+		o.Authenticator = auth.Anonymous{}
+	}
+	if o.Authorizer == nil {
+		o.Authorizer = auth.AlwaysAllow{}
+	}
+	if o.RecheckInterval <= 0 {
+		o.RecheckInterval = 5 * time.Second
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = 15 * time.Second
+	}
+	return o, nil
+}
+
+// Server is the HTTP server. Start serves until its context ends, then
+// shuts down gracefully: it stops accepting, waits up to ShutdownTimeout
+// for requests to finish (long-lived streams watch the base context and
+// end first), then closes what is left.
+type Server struct {
+	opts    Options
+	log     *zap.Logger
+	ln      net.Listener
+	handler http.Handler
+	metrics *metrics
+	// baseCtx is every request's parent; cancelled when shutdown begins
+	// so streams end promptly instead of holding Shutdown up.
+	baseCtx    context.Context
+	cancelBase context.CancelFunc
+}
+
+// New binds the listen address (so a port in use fails here, with a clear
+// message) and builds the routes.
+func New(opts Options) (*Server, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, log: opts.Logger, ln: opts.Listener}
+	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
+	s.metrics = newMetrics(opts.Registry)
+	if s.ln == nil {
+		s.ln, err = net.Listen("tcp", opts.Listen)
+		if err != nil {
+			s.cancelBase()
+			return nil, fmt.Errorf("listen on %s: %w (choose another address with --listen)", opts.Listen, err)
+		}
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Handler is the server's routes, for tests that use httptest.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+func (s *Server) routes() http.Handler {
+	r := chi.NewRouter()
+	r.Use(middleware.Recoverer, s.metrics.instrument)
+	r.Get("/healthz", s.healthz)
+	r.Get("/livez", s.healthz)
+	r.Get("/readyz", s.readyz)
+	r.Handle("/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{Registry: s.opts.Registry}))
+
+	r.Group(func(r chi.Router) {
+		r.Use(s.authenticate)
+		if s.opts.WebSocket != nil {
+			r.Handle("/ws", s.opts.WebSocket)
+		}
+		s.mountAPI(r)
+	})
+	if s.opts.Web != nil {
+		r.Handle("/*", s.opts.Web)
+	}
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		apistatus.Write(w, apistatus.New(http.StatusNotFound, "NotFound", "the server could not find the requested resource"))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		apistatus.Write(w, apistatus.New(http.StatusMethodNotAllowed, "MethodNotAllowed", "kubegate is read-only: only GET is served"))
+	})
+	return r
+}
+
+// authenticate stores the caller in the request context or answers 401.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, err := s.opts.Authenticator.Authenticate(r)
+		if err != nil {
+			st := apistatus.FromError(err)
+			if st.Code != http.StatusUnauthorized {
+				// The credentials could not be checked (apiserver down):
+				// never let the caller in, and say why in the log only.
+				s.log.Warn("authentication failed", zap.Error(err), zap.String("path", r.URL.Path))
+				st = apistatus.New(http.StatusUnauthorized, "Unauthorized", "Unauthorized")
+			}
+			w.Header().Set("WWW-Authenticate", `Bearer realm="kubegate"`)
+			apistatus.Write(w, st)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(auth.WithUser(r.Context(), u)))
+	})
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// readyz answers 200 once every started informer has synced, else 503
+// with a body naming what is not. ?verbose lists every resource.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	var b strings.Builder
+	ready := true
+	for _, st := range s.opts.Manager.Status() {
+		switch {
+		case st.Synced:
+			fmt.Fprintf(&b, "[+]informer %s ok (%d objects)\n", st.Resource, st.Objects)
+		case st.Error != "":
+			ready = false
+			fmt.Fprintf(&b, "[-]informer %s failed: %s\n", st.Resource, st.Error)
+		default:
+			ready = false
+			fmt.Fprintf(&b, "[-]informer %s not synced\n", st.Resource)
+		}
+	}
+	if err := s.opts.Manager.Ready(); err != nil {
+		ready = false
+	}
+	if !ready {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(b.String() + "readyz check failed\n"))
+		return
+	}
+	if _, verbose := r.URL.Query()["verbose"]; verbose {
+		_, _ = w.Write([]byte(b.String()))
+	}
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// Start serves until ctx ends, then shuts down within ShutdownTimeout.
+func (s *Server) Start(ctx context.Context) error {
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		// No WriteTimeout: watch streams and WebSockets live for hours;
+		// they set their own per-write deadlines.
+		IdleTimeout:    120 * time.Second,
+		MaxHeaderBytes: 64 << 10,
+		BaseContext:    func(net.Listener) context.Context { return s.baseCtx },
+		ErrorLog:       zap.NewStdLog(s.log.Named("server")),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(s.ln) }()
+	s.log.Info("serving", zap.String("addr", s.ln.Addr().String()))
+
+	select {
+	case err := <-errc:
+		s.cancelBase()
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+	defer cancel()
+	// Streams end on their own once the base context is cancelled; plain
+	// requests in flight get the timeout to finish.
+	s.cancelBase()
+	err := srv.Shutdown(shutdownCtx)
+	if err != nil {
+		s.log.Warn("graceful shutdown timed out; closing connections", zap.Error(err))
+		_ = srv.Close()
+	}
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		return serr
+	}
+	return nil
+}
