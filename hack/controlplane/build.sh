@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Builds etcd, kube-apiserver and kubectl from the Go module proxy into the
+# assets directory (default ${XDG_CACHE_HOME:-$HOME/.cache}/kubegate/k8s-<version>,
+# or $KUBEGATE_ASSETS) and prints that directory on the last line of stdout.
+# Binaries already there are kept, so later runs return at once.
+#
+# The tool modules under tools/ exist because k8s.io/kubernetes and
+# go.etcd.io/etcd/server/v3 carry replace directives that `go install`
+# refuses; each tool module pins those modules to published versions.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+k8s_version="v1.37.2"
+assets="${KUBEGATE_ASSETS:-${XDG_CACHE_HOME:-$HOME/.cache}/kubegate/k8s-${k8s_version}}"
+mkdir -p "$assets"
+
+log() { printf 'controlplane: %s\n' "$*" >&2; }
+
+# build <module dir> <package> <binary> <expected minutes>
+build() {
+	local dir="$1" pkg="$2" bin="$3" minutes="$4"
+	if [[ -x "$assets/$bin" ]]; then
+		log "$bin: cached in $assets"
+		return
+	fi
+	log "$bin: building $pkg from the Go module proxy (first time takes about $minutes min)..."
+	local start=$SECONDS tmp="$assets/.$bin.tmp.$$"
+	# A heartbeat so a long build never looks hung.
+	( while sleep 30; do log "$bin: still building ($((SECONDS - start))s)"; done ) &
+	local beat=$!
+	local rc=0
+	(cd "$here/tools/$dir" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$tmp" "$pkg") || rc=$?
+	kill "$beat" 2>/dev/null || true
+	wait "$beat" 2>/dev/null || true
+	if [[ $rc -ne 0 ]]; then
+		rm -f "$tmp"
+		log "$bin: build FAILED (exit $rc). Check network access to the Go module proxy (GOPROXY=$(go env GOPROXY)) and free disk space in $(go env GOCACHE), then re-run."
+		exit "$rc"
+	fi
+	mv -f "$tmp" "$assets/$bin"
+	log "$bin: built in $((SECONDS - start))s"
+}
+
+build etcd go.etcd.io/etcd/server/v3 etcd 2
+build k8s k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver 8
+build k8s k8s.io/kubernetes/cmd/kubectl kubectl 3
+echo "$assets"
