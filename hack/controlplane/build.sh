@@ -16,9 +16,17 @@ mkdir -p "$assets"
 
 log() { printf 'controlplane: %s\n' "$*" >&2; }
 
-# build <module dir> <package> <binary> <expected minutes>
+# The version kube-apiserver and kubectl report (a module build has no git
+# metadata, so it is stamped the way Kubernetes' own release build does).
+k8s_minor="${k8s_version#v1.}"; k8s_minor="${k8s_minor%%.*}"
+k8s_ldflags=""
+for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+	k8s_ldflags+=" -X $p.gitVersion=$k8s_version -X $p.gitMajor=1 -X $p.gitMinor=$k8s_minor -X $p.gitTreeState=clean"
+done
+
+# build <module dir> <package> <binary> <expected minutes> [extra ldflags]
 build() {
-	local dir="$1" pkg="$2" bin="$3" minutes="$4"
+	local dir="$1" pkg="$2" bin="$3" minutes="$4" extra="${5:-}"
 	if [[ -x "$assets/$bin" ]]; then
 		log "$bin: cached in $assets"
 		return
@@ -29,7 +37,7 @@ build() {
 	( while sleep 30; do log "$bin: still building ($((SECONDS - start))s)"; done ) &
 	local beat=$!
 	local rc=0
-	(cd "$here/tools/$dir" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$tmp" "$pkg") || rc=$?
+	(cd "$here/tools/$dir" && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w$extra" -o "$tmp" "$pkg") || rc=$?
 	kill "$beat" 2>/dev/null || true
 	wait "$beat" 2>/dev/null || true
 	if [[ $rc -ne 0 ]]; then
@@ -42,6 +50,6 @@ build() {
 }
 
 build etcd go.etcd.io/etcd/server/v3 etcd 2
-build k8s k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver 8
-build k8s k8s.io/kubernetes/cmd/kubectl kubectl 3
+build k8s k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver 8 "$k8s_ldflags"
+build k8s k8s.io/kubernetes/cmd/kubectl kubectl 3 "$k8s_ldflags"
 echo "$assets"
