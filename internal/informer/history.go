@@ -6,6 +6,11 @@ import "sort"
 // order, so a listener can resume from a version it saw earlier. It is a
 // circular buffer bounded by count and by object bytes. Not thread safe:
 // the processor guards it.
+//
+// Modified entries also hold the previous state (Notification.prev) so a
+// resumed listener sees selector transitions as a live one does. Only the
+// new state is counted in bytes: the previous state is usually the entry
+// before it, so counting both would halve the history for no memory saved.
 type history struct {
 	buf      []Notification // circular, len == max count
 	start, n int

@@ -44,6 +44,10 @@ type Notification struct {
 	// RV orders notifications: the object's resourceVersion for changes,
 	// the snapshot's resourceVersion for EndOfSnapshot.
 	RV uint64
+	// prev is the object's previous state for a Modified change, so a
+	// listener can tell an object entering or leaving its selector. It is
+	// never handed to consumers.
+	prev *Object
 }
 
 // OverflowPolicy decides what a listener does when its backlog reaches its
@@ -165,10 +169,21 @@ func (l *Listener) signal() {
 
 // offer appends a change if it passes the filter. Called by the processor
 // with processor.mu held; never blocks.
+//
+// Like the apiserver's watch, a change that moves an object into a label
+// or field selector arrives as Added and one that moves it out as Deleted
+// (carrying the new state), so a consumer's view never keeps an object
+// that no longer matches.
 func (l *Listener) offer(n Notification, now time.Time) {
 	if !l.filter.Matches(n.Object) {
-		return
+		if n.Type != Modified || n.prev == nil || !l.filter.Matches(n.prev) {
+			return
+		}
+		n.Type = Deleted
+	} else if n.Type == Modified && n.prev != nil && !l.filter.Matches(n.prev) {
+		n.Type = Added
 	}
+	n.prev = nil
 	l.mu.Lock()
 	if l.stopped || l.needSnapshot || n.RV <= l.minRV && n.RV != 0 {
 		l.mu.Unlock()

@@ -97,7 +97,8 @@ func (p *processor) OnUpdate(oldObj, newObj any) {
 		p.log.Error("unexpected object type", zap.String("type", fmt.Sprintf("%T", newObj)))
 		return
 	}
-	if old, ok := oldObj.(*Object); ok && old.ResourceVersion == o.ResourceVersion {
+	old, _ := oldObj.(*Object)
+	if old != nil && old.ResourceVersion == o.ResourceVersion {
 		return // a relist re-delivered an unchanged object
 	}
 	p.mu.Lock()
@@ -105,7 +106,7 @@ func (p *processor) OnUpdate(oldObj, newObj any) {
 	if err := p.store.Update(o); err != nil {
 		p.log.Error("cache update", zap.Error(err))
 	}
-	p.changeLocked(Notification{Type: Modified, Object: o, RV: o.RV}, false)
+	p.changeLocked(Notification{Type: Modified, Object: o, RV: o.RV, prev: old}, false)
 }
 
 // OnDelete implements cache.ResourceEventHandler. A delete the informer

@@ -424,3 +424,35 @@ func TestNamespaceSetFilter(t *testing.T) {
 		}
 	}
 }
+
+// An object whose labels move it into or out of a listener's selector
+// arrives as ADDED or DELETED, as from the apiserver's watch, both live and
+// when replayed from the history on resume.
+func TestSelectorTransitions(t *testing.T) {
+	p, _ := syncedProc(t, obj("a", "x", 10, "app", "web"), obj("a", "y", 11, "app", "db"))
+	info := &ResourceInfo{GVR: podsGVR}
+	f, err := ParseFilter(info, "", "app=web", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, _ := mustListener(t, p, ListenerOptions{Filter: f})
+	all, _ := mustListener(t, p, ListenerOptions{})
+
+	p.OnUpdate(obj("a", "x", 10, "app", "web"), obj("a", "x", 12, "app", "db"))  // leaves
+	p.OnUpdate(obj("a", "y", 11, "app", "db"), obj("a", "y", 13, "app", "web"))  // enters
+	p.OnUpdate(obj("a", "y", 13, "app", "web"), obj("a", "y", 14, "app", "web")) // stays
+	p.OnUpdate(obj("a", "x", 12, "app", "db"), obj("a", "x", 15, "app", "dbx"))  // stays out
+
+	want := []string{"DELETED a/x@12", "ADDED a/y@13", "MODIFIED a/y@14"}
+	if diff := cmp.Diff(want, seen(live.Pop(nil))); diff != "" {
+		t.Fatalf("selected listener (-want +got):\n%s", diff)
+	}
+	wantAll := []string{"MODIFIED a/x@12", "MODIFIED a/y@13", "MODIFIED a/y@14", "MODIFIED a/x@15"}
+	if diff := cmp.Diff(wantAll, seen(all.Pop(nil))); diff != "" {
+		t.Fatalf("unfiltered listener (-want +got):\n%s", diff)
+	}
+	resumed, _ := mustListener(t, p, ListenerOptions{Filter: f, ResourceVersion: "11"})
+	if diff := cmp.Diff(want, seen(resumed.Pop(nil))); diff != "" {
+		t.Fatalf("resumed listener (-want +got):\n%s", diff)
+	}
+}
