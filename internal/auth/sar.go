@@ -1,0 +1,317 @@
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/singleflight"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+)
+
+// Default SubjectAccessReview cache lifetimes. With the HTTP server's
+// default RecheckInterval of 5s, a stream whose access is revoked ends
+// within RecheckInterval + AllowTTL = 10s. Denials are cached for less, so
+// a newly granted Role takes effect quickly.
+const (
+	DefaultAllowTTL = 5 * time.Second
+	DefaultDenyTTL  = 2 * time.Second
+)
+
+// NamespaceLister lists the cluster's namespaces, for finding the
+// namespaces a user may read when they may not read cluster-wide.
+type NamespaceLister interface {
+	NamespaceNames(ctx context.Context) ([]string, error)
+}
+
+// NamespaceListerFunc adapts a function to NamespaceLister.
+type NamespaceListerFunc func(ctx context.Context) ([]string, error)
+
+func (f NamespaceListerFunc) NamespaceNames(ctx context.Context) ([]string, error) { return f(ctx) }
+
+// SubjectAccessReviewOptions configures NewSubjectAccessReview.
+type SubjectAccessReviewOptions struct {
+	// Client sends SubjectAccessReviews with the gateway's identity, which
+	// needs create on subjectaccessreviews.authorization.k8s.io. Required.
+	Client kubernetes.Interface
+	// Namespaces lists namespaces for cluster-wide list and watch requests
+	// by users allowed only in some namespaces. Default: none, and such
+	// requests are forbidden as the apiserver would forbid them.
+	Namespaces NamespaceLister
+	// AllowTTL is how long an allow is cached. Default DefaultAllowTTL;
+	// negative disables caching.
+	AllowTTL time.Duration
+	// DenyTTL is how long a denial is cached. Default DefaultDenyTTL;
+	// negative disables caching. Errors are never cached.
+	DenyTTL time.Duration
+	// Timeout bounds one review. Default 10s.
+	Timeout time.Duration
+	// MaxEntries bounds each cache. Default 100000.
+	MaxEntries int
+	// NamespaceConcurrency bounds the reviews in flight while one
+	// namespace set is computed. Default 8.
+	NamespaceConcurrency int
+	// Metrics, when set, counts decisions, cache hits and reviews.
+	Metrics *Metrics
+	// Logger. Default: no logging.
+	Logger *zap.Logger
+
+	clock clock.PassiveClock // test hook
+}
+
+// SubjectAccessReview authorizes requests with the apiserver's
+// SubjectAccessReview API (authorization.k8s.io/v1), asking about the
+// caller's user, groups, UID and extra. Allows and denials are cached
+// separately (AllowTTL, DenyTTL) under a hash of the user and request;
+// errors are never cached and always deny. Concurrent identical reviews
+// share one call.
+//
+// A cluster-wide list or watch of a namespaced resource that the user may
+// not make is narrowed instead of refused: every namespace from
+// Options.Namespaces is reviewed (each review cached as above) and the
+// Decision holds the namespaces allowed; none allowed is a 403. The set
+// itself is cached for AllowTTL (DenyTTL when empty).
+//
+// Decisions and their Namespaces sets are shared between callers and
+// must not be modified.
+type SubjectAccessReview struct {
+	opts    SubjectAccessReviewOptions
+	log     *zap.Logger
+	allowed *ttlCache[bool]
+	nsSets  *ttlCache[sets.Set[string]]
+	flight  singleflight.Group
+}
+
+// NewSubjectAccessReview returns a SubjectAccessReview authorizer.
+func NewSubjectAccessReview(opts SubjectAccessReviewOptions) (*SubjectAccessReview, error) {
+	if opts.Client == nil {
+		return nil, errors.New("auth: SubjectAccessReviewOptions.Client is required")
+	}
+	if opts.AllowTTL == 0 {
+		opts.AllowTTL = DefaultAllowTTL
+	}
+	if opts.DenyTTL == 0 {
+		opts.DenyTTL = DefaultDenyTTL
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 10 * time.Second
+	}
+	if opts.MaxEntries <= 0 {
+		opts.MaxEntries = 100000
+	}
+	if opts.NamespaceConcurrency <= 0 {
+		opts.NamespaceConcurrency = 8
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.clock == nil {
+		opts.clock = clock.RealClock{}
+	}
+	return &SubjectAccessReview{
+		opts:    opts,
+		log:     opts.Logger,
+		allowed: newTTLCache[bool](opts.clock, opts.MaxEntries),
+		nsSets:  newTTLCache[sets.Set[string]](opts.clock, opts.MaxEntries),
+	}, nil
+}
+
+// Authorize implements Authorizer.
+func (a *SubjectAccessReview) Authorize(ctx context.Context, u *User, req Request) (Decision, error) {
+	if u == nil {
+		return Decision{}, unauthorized("no user")
+	}
+	uk := identityKey(u)
+	ok, err := a.check(ctx, u, uk, req)
+	if err != nil {
+		a.opts.Metrics.authzResult(req.Verb, "error")
+		return Decision{}, err
+	}
+	if ok {
+		a.opts.Metrics.authzResult(req.Verb, "allow")
+		return Decision{}, nil
+	}
+	if !narrowable(req) || a.opts.Namespaces == nil {
+		a.opts.Metrics.authzResult(req.Verb, "deny")
+		return Decision{}, forbidden(u, req)
+	}
+	set, err := a.namespaceSet(ctx, u, uk, req)
+	if err != nil {
+		a.opts.Metrics.authzResult(req.Verb, "error")
+		return Decision{}, err
+	}
+	if set.Len() == 0 {
+		a.opts.Metrics.authzResult(req.Verb, "deny")
+		return Decision{}, forbidden(u, req)
+	}
+	a.opts.Metrics.authzResult(req.Verb, "restricted")
+	return Decision{Namespaces: set}, nil
+}
+
+// narrowable reports whether req may be narrowed to a namespace set.
+func narrowable(req Request) bool {
+	return req.Namespaced && req.Namespace == "" && req.Name == "" && (req.Verb == "list" || req.Verb == "watch")
+}
+
+// check answers one access question, from the cache or one review.
+func (a *SubjectAccessReview) check(ctx context.Context, u *User, uk string, req Request) (bool, error) {
+	key := requestKey(uk, req)
+	if ok, hit := a.allowed.get(key); hit {
+		a.opts.Metrics.cacheLookup("access", true)
+		return ok, nil
+	}
+	a.opts.Metrics.cacheLookup("access", false)
+	ch := a.flight.DoChan(key, func() (any, error) { return a.review(ctx, u, key, req) })
+	select {
+	case res := <-ch:
+		if res.Err != nil {
+			return false, res.Err
+		}
+		return res.Val.(bool), nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+func (a *SubjectAccessReview) review(ctx context.Context, u *User, key string, req Request) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.opts.Timeout)
+	defer cancel()
+	spec := authorizationv1.SubjectAccessReviewSpec{
+		User: u.Name, UID: u.UID, Groups: u.Groups,
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: req.Namespace, Verb: req.Verb, Name: req.Name,
+			Group: req.Resource.Group, Version: req.Resource.Version, Resource: req.Resource.Resource,
+		},
+	}
+	if len(u.Extra) > 0 {
+		spec.Extra = make(map[string]authorizationv1.ExtraValue, len(u.Extra))
+		for k, v := range u.Extra {
+			spec.Extra[k] = v
+		}
+	}
+	rev, err := a.opts.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx,
+		&authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+	a.opts.Metrics.review("subjectaccessreview", err)
+	if err != nil {
+		a.log.Warn("SubjectAccessReview failed; denying", zap.String("user", u.Name), zap.Stringer("request", req), zap.Error(err))
+		return false, unavailable("authorization")
+	}
+	allowed := rev.Status.Allowed && !rev.Status.Denied
+	ttl := a.opts.DenyTTL
+	if allowed {
+		ttl = a.opts.AllowTTL
+	}
+	a.allowed.set(key, allowed, ttl)
+	return allowed, nil
+}
+
+// namespaceSet returns the namespaces in which u may make req.
+func (a *SubjectAccessReview) namespaceSet(ctx context.Context, u *User, uk string, req Request) (sets.Set[string], error) {
+	key := "ns\x00" + requestKey(uk, req)
+	if set, hit := a.nsSets.get(key); hit {
+		a.opts.Metrics.cacheLookup("namespaces", true)
+		return set, nil
+	}
+	a.opts.Metrics.cacheLookup("namespaces", false)
+	ch := a.flight.DoChan(key, func() (any, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.opts.Timeout)
+		defer cancel()
+		names, err := a.opts.Namespaces.NamespaceNames(ctx)
+		if err != nil {
+			a.log.Warn("cannot list namespaces; denying the cluster-wide request", zap.String("user", u.Name), zap.Stringer("request", req), zap.Error(err))
+			return nil, unavailable("the namespace list")
+		}
+		var (
+			mu  sync.Mutex // guards set
+			set = sets.New[string]()
+		)
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(a.opts.NamespaceConcurrency)
+		for _, ns := range names {
+			g.Go(func() error {
+				nreq := req
+				nreq.Namespace = ns
+				ok, err := a.check(gctx, u, uk, nreq)
+				if ok {
+					mu.Lock()
+					set.Insert(ns)
+					mu.Unlock()
+				}
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return nil, err
+		}
+		ttl := a.opts.AllowTTL
+		if set.Len() == 0 {
+			ttl = a.opts.DenyTTL
+		}
+		a.nsSets.set(key, set, ttl)
+		return set, nil
+	})
+	select {
+	case res := <-ch:
+		if res.Err != nil {
+			return nil, res.Err
+		}
+		return res.Val.(sets.Set[string]), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// identityKey hashes everything about u that a review depends on. Fields
+// and lists are length-prefixed so that no two users share an encoding.
+func identityKey(u *User) string {
+	h := sha256.New()
+	putLen := func(n int) {
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], uint64(n))
+		h.Write(b[:])
+	}
+	put := func(s string) {
+		putLen(len(s))
+		h.Write([]byte(s))
+	}
+	put(u.Name)
+	put(u.UID)
+	groups := slices.Clone(u.Groups)
+	slices.Sort(groups)
+	putLen(len(groups))
+	for _, g := range groups {
+		put(g)
+	}
+	keys := make([]string, 0, len(u.Extra))
+	for k := range u.Extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	putLen(len(keys))
+	for _, k := range keys {
+		put(k)
+		vals := slices.Clone(u.Extra[k])
+		slices.Sort(vals)
+		putLen(len(vals))
+		for _, v := range vals {
+			put(v)
+		}
+	}
+	return string(h.Sum(nil))
+}
+
+func requestKey(uk string, req Request) string {
+	return uk + "\x00" + req.Verb + "\x00" + req.Resource.Group + "\x00" + req.Resource.Version + "\x00" +
+		req.Resource.Resource + "\x00" + req.Namespace + "\x00" + req.Name
+}

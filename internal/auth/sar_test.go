@@ -1,0 +1,233 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+var (
+	podsGVR    = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	secretsGVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	alice      = &User{Name: "alice", UID: "a-1", Groups: []string{"devs", "system:authenticated"}, Extra: map[string][]string{"scopes": {"x", "y"}}}
+)
+
+// podsInNamespaces allows alice to read pods in the given namespaces.
+func podsInNamespaces(ns ...string) func(authorizationv1.SubjectAccessReviewSpec) bool {
+	return func(s authorizationv1.SubjectAccessReviewSpec) bool {
+		ra := s.ResourceAttributes
+		return s.User == "alice" && ra.Resource == "pods" && slices.Contains(ns, ra.Namespace)
+	}
+}
+
+func staticNamespaces(ns ...string) NamespaceLister {
+	return NamespaceListerFunc(func(context.Context) ([]string, error) { return ns, nil })
+}
+
+func newTestSAR(t *testing.T, s *reviewServer, opts SubjectAccessReviewOptions) *SubjectAccessReview {
+	t.Helper()
+	opts.Client = s.client
+	if opts.clock == nil {
+		opts.clock = fakeClock()
+	}
+	return must[*SubjectAccessReview](t)(NewSubjectAccessReview(opts))
+}
+
+func TestSARSendsTheWholeIdentity(t *testing.T) {
+	s := newReviewServer()
+	s.allow = func(authorizationv1.SubjectAccessReviewSpec) bool { return true }
+	a := newTestSAR(t, s, SubjectAccessReviewOptions{})
+	req := Request{Verb: "get", Resource: podsGVR, Namespaced: true, Namespace: "ns-a", Name: "p"}
+	if _, err := a.Authorize(context.Background(), alice, req); err != nil {
+		t.Fatal(err)
+	}
+	want := authorizationv1.SubjectAccessReviewSpec{
+		User: "alice", UID: "a-1", Groups: []string{"devs", "system:authenticated"},
+		Extra: map[string]authorizationv1.ExtraValue{"scopes": {"x", "y"}},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: "ns-a", Verb: "get", Version: "v1", Resource: "pods", Name: "p",
+		},
+	}
+	if diff := cmp.Diff([]authorizationv1.SubjectAccessReviewSpec{want}, s.specs); diff != "" {
+		t.Fatalf("specs (-want +got):\n%s", diff)
+	}
+}
+
+func TestSARCachesAllowAndDenyWithTheirTTLs(t *testing.T) {
+	s := newReviewServer()
+	s.allow = podsInNamespaces("ns-a")
+	clk := fakeClock()
+	a := newTestSAR(t, s, SubjectAccessReviewOptions{clock: clk, AllowTTL: 5 * time.Second, DenyTTL: 2 * time.Second})
+	ctx := context.Background()
+	allowed := Request{Verb: "list", Resource: podsGVR, Namespaced: true, Namespace: "ns-a"}
+	denied := Request{Verb: "list", Resource: secretsGVR, Namespaced: true, Namespace: "ns-a"}
+
+	for range 3 {
+		if _, err := a.Authorize(ctx, alice, allowed); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Authorize(ctx, alice, denied); !isCode(err, http.StatusForbidden) {
+			t.Fatalf("secrets: err = %v, want 403", err)
+		}
+	}
+	if n := s.accessReviews.Load(); n != 2 {
+		t.Fatalf("%d reviews, want 2 (one allow, one deny)", n)
+	}
+	clk.Step(2 * time.Second) // the denial expires, the allow does not
+	_, _ = a.Authorize(ctx, alice, allowed)
+	_, _ = a.Authorize(ctx, alice, denied)
+	if n := s.accessReviews.Load(); n != 3 {
+		t.Fatalf("%d reviews after the deny TTL, want 3", n)
+	}
+	// Revoke: within the allow TTL the old answer stands, then it flips.
+	s.set(func(s *reviewServer) { s.allow = podsInNamespaces() })
+	clk.Step(2 * time.Second)
+	if _, err := a.Authorize(ctx, alice, allowed); err != nil {
+		t.Fatalf("within the allow TTL: %v", err)
+	}
+	clk.Step(time.Second)
+	if _, err := a.Authorize(ctx, alice, allowed); !isCode(err, http.StatusForbidden) {
+		t.Fatalf("after the allow TTL: err = %v, want 403", err)
+	}
+}
+
+func TestSARErrorDeniesAndIsNotCached(t *testing.T) {
+	s := newReviewServer()
+	s.allow = podsInNamespaces("ns-a")
+	s.fail = errUnavailable
+	a := newTestSAR(t, s, SubjectAccessReviewOptions{Namespaces: staticNamespaces("ns-a")})
+	ctx := context.Background()
+	for _, req := range []Request{
+		{Verb: "get", Resource: podsGVR, Namespaced: true, Namespace: "ns-a", Name: "p"},
+		{Verb: "list", Resource: podsGVR, Namespaced: true},
+	} {
+		d, err := a.Authorize(ctx, alice, req)
+		if err == nil || !isCode(err, http.StatusServiceUnavailable) {
+			t.Fatalf("%s: decision %+v, err %v; want a 503 error", req, d, err)
+		}
+	}
+	s.set(func(s *reviewServer) { s.fail = nil })
+	if _, err := a.Authorize(ctx, alice, Request{Verb: "get", Resource: podsGVR, Namespaced: true, Namespace: "ns-a", Name: "p"}); err != nil {
+		t.Fatalf("after the apiserver recovered: %v (the error was cached?)", err)
+	}
+}
+
+func TestSARNamespaceSet(t *testing.T) {
+	s := newReviewServer()
+	s.allow = podsInNamespaces("ns-a", "ns-c")
+	clk := fakeClock()
+	a := newTestSAR(t, s, SubjectAccessReviewOptions{clock: clk, Namespaces: staticNamespaces("ns-a", "ns-b", "ns-c", "ns-d")})
+	ctx := context.Background()
+	for _, verb := range []string{"list", "watch"} {
+		d, err := a.Authorize(ctx, alice, Request{Verb: verb, Resource: podsGVR, Namespaced: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.Equal(Decision{Namespaces: sets.New("ns-a", "ns-c")}) {
+			t.Fatalf("%s: namespaces %v, want ns-a and ns-c", verb, sets.List(d.Namespaces))
+		}
+	}
+	reviews := s.accessReviews.Load() // 2 verbs × (cluster + 4 namespaces)
+	if reviews != 10 {
+		t.Fatalf("%d reviews, want 10", reviews)
+	}
+	_, _ = a.Authorize(ctx, alice, Request{Verb: "list", Resource: podsGVR, Namespaced: true})
+	if n := s.accessReviews.Load(); n != reviews {
+		t.Fatalf("%d reviews for a cached decision, want none", n-reviews)
+	}
+
+	t.Run("none allowed is forbidden", func(t *testing.T) {
+		_, err := a.Authorize(ctx, alice, Request{Verb: "list", Resource: secretsGVR, Namespaced: true})
+		if !isCode(err, http.StatusForbidden) {
+			t.Fatalf("err = %v, want 403", err)
+		}
+	})
+	t.Run("get is not narrowed", func(t *testing.T) {
+		_, err := a.Authorize(ctx, alice, Request{Verb: "get", Resource: podsGVR, Namespaced: true, Namespace: "ns-b", Name: "p"})
+		if !isCode(err, http.StatusForbidden) {
+			t.Fatalf("err = %v, want 403", err)
+		}
+	})
+	t.Run("cluster-scoped is not narrowed", func(t *testing.T) {
+		_, err := a.Authorize(ctx, alice, Request{Verb: "list", Resource: schema.GroupVersionResource{Version: "v1", Resource: "nodes"}})
+		if !isCode(err, http.StatusForbidden) {
+			t.Fatalf("err = %v, want 403", err)
+		}
+	})
+	t.Run("the set follows RBAC after the allow TTL", func(t *testing.T) {
+		s.set(func(s *reviewServer) { s.allow = podsInNamespaces("ns-a") })
+		clk.Step(DefaultAllowTTL)
+		d, err := a.Authorize(ctx, alice, Request{Verb: "list", Resource: podsGVR, Namespaced: true})
+		if err != nil || !d.Equal(Decision{Namespaces: sets.New("ns-a")}) {
+			t.Fatalf("decision %v, err %v; want ns-a only", d.Namespaces, err)
+		}
+	})
+}
+
+func TestSARNamespaceListError(t *testing.T) {
+	s := newReviewServer()
+	a := newTestSAR(t, s, SubjectAccessReviewOptions{Namespaces: NamespaceListerFunc(func(context.Context) ([]string, error) {
+		return nil, errors.New("informer down")
+	})})
+	_, err := a.Authorize(context.Background(), alice, Request{Verb: "list", Resource: podsGVR, Namespaced: true})
+	if !isCode(err, http.StatusServiceUnavailable) {
+		t.Fatalf("err = %v, want 503", err)
+	}
+}
+
+func TestSARWithoutNamespaceListerForbidsClusterWide(t *testing.T) {
+	s := newReviewServer()
+	s.allow = podsInNamespaces("ns-a")
+	a := newTestSAR(t, s, SubjectAccessReviewOptions{})
+	_, err := a.Authorize(context.Background(), alice, Request{Verb: "list", Resource: podsGVR, Namespaced: true})
+	if !isCode(err, http.StatusForbidden) {
+		t.Fatalf("err = %v, want 403", err)
+	}
+}
+
+func TestSARForbiddenMessage(t *testing.T) {
+	s := newReviewServer()
+	a := newTestSAR(t, s, SubjectAccessReviewOptions{})
+	_, err := a.Authorize(context.Background(), alice, Request{Verb: "get", Resource: secretsGVR, Namespaced: true, Namespace: "ns-a", Name: "db"})
+	want := `secrets "db" is forbidden: User "alice" cannot get resource "secrets" in API group "" in the namespace "ns-a"`
+	if err == nil || err.Error() != want {
+		t.Fatalf("err = %v\nwant %s", err, want)
+	}
+	if _, err := a.Authorize(context.Background(), nil, Request{Verb: "get", Resource: secretsGVR}); !isCode(err, http.StatusUnauthorized) {
+		t.Fatalf("nil user: err = %v, want 401", err)
+	}
+}
+
+func TestIdentityKeyDistinguishesUsers(t *testing.T) {
+	users := []*User{
+		{Name: "alice"},
+		{Name: "alice", UID: "1"},
+		{Name: "alice", Groups: []string{"a"}},
+		{Name: "alice", Groups: []string{"a", "b"}},
+		{Name: "alice", Groups: []string{"ab"}},
+		{Name: "alice", Extra: map[string][]string{"a": {"b"}}},
+		{Name: "alice", Extra: map[string][]string{"a": {"b", "c"}}},
+		{Name: "alice", Extra: map[string][]string{"ab": nil}},
+		{Name: "alicea"},
+	}
+	seen := map[string]int{}
+	for i, u := range users {
+		k := identityKey(u)
+		if j, dup := seen[k]; dup {
+			t.Fatalf("users %d and %d share a key", j, i)
+		}
+		seen[k] = i
+	}
+	// Order of groups does not matter.
+	if identityKey(&User{Name: "x", Groups: []string{"a", "b"}}) != identityKey(&User{Name: "x", Groups: []string{"b", "a"}}) {
+		t.Fatal("group order changes the key")
+	}
+}

@@ -1,0 +1,182 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	authenticationv1 "k8s.io/api/authentication/v1"
+)
+
+func newTestTokenReview(t *testing.T, s *reviewServer, opts TokenReviewOptions) *TokenReview {
+	t.Helper()
+	opts.Client = s.client
+	if opts.clock == nil {
+		opts.clock = fakeClock()
+	}
+	return must[*TokenReview](t)(NewTokenReview(opts))
+}
+
+func TestTokenReviewCachesSuccessForSuccessTTL(t *testing.T) {
+	s := newReviewServer()
+	s.tokens["good"] = authenticationv1.UserInfo{Username: "alice", UID: "u1", Groups: []string{"devs", "system:authenticated"},
+		Extra: map[string]authenticationv1.ExtraValue{"scopes": {"a"}}}
+	clk := fakeClock()
+	a := newTestTokenReview(t, s, TokenReviewOptions{clock: clk})
+	ctx := context.Background()
+
+	want := &User{Name: "alice", UID: "u1", Groups: []string{"devs", "system:authenticated"}, Extra: map[string][]string{"scopes": {"a"}}}
+	for range 3 {
+		u, err := a.AuthenticateToken(ctx, "good")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, u); diff != "" {
+			t.Fatalf("user (-want +got):\n%s", diff)
+		}
+	}
+	if n := s.tokenReviews.Load(); n != 1 {
+		t.Fatalf("%d TokenReviews for one token within the TTL, want 1", n)
+	}
+	clk.Step(DefaultTokenSuccessTTL - time.Millisecond)
+	_, _ = a.AuthenticateToken(ctx, "good")
+	if n := s.tokenReviews.Load(); n != 1 {
+		t.Fatalf("%d TokenReviews just before the TTL ends, want 1", n)
+	}
+	clk.Step(time.Millisecond)
+	_, _ = a.AuthenticateToken(ctx, "good")
+	if n := s.tokenReviews.Load(); n != 2 {
+		t.Fatalf("%d TokenReviews after the TTL, want 2", n)
+	}
+}
+
+func TestTokenReviewCachesFailureForFailureTTL(t *testing.T) {
+	s := newReviewServer()
+	clk := fakeClock()
+	a := newTestTokenReview(t, s, TokenReviewOptions{clock: clk, FailureTTL: time.Second})
+	ctx := context.Background()
+	for range 2 {
+		if _, err := a.AuthenticateToken(ctx, "bad"); !isCode(err, http.StatusUnauthorized) {
+			t.Fatalf("err = %v, want 401", err)
+		}
+	}
+	if n := s.tokenReviews.Load(); n != 1 {
+		t.Fatalf("%d TokenReviews, want 1", n)
+	}
+	// The token becomes valid (say, its service account is created): it
+	// is accepted once the failure has expired.
+	s.set(func(s *reviewServer) { s.tokens["bad"] = authenticationv1.UserInfo{Username: "late"} })
+	clk.Step(time.Second)
+	if u, err := a.AuthenticateToken(ctx, "bad"); err != nil || u.Name != "late" {
+		t.Fatalf("after the failure TTL: %v, %v", u, err)
+	}
+}
+
+func TestTokenReviewErrorsAreNotCached(t *testing.T) {
+	s := newReviewServer()
+	s.tokens["good"] = authenticationv1.UserInfo{Username: "alice"}
+	s.fail = errUnavailable
+	a := newTestTokenReview(t, s, TokenReviewOptions{})
+	ctx := context.Background()
+	_, err := a.AuthenticateToken(ctx, "good")
+	if !errors.Is(err, ErrReviewFailed) {
+		t.Fatalf("err = %v, want ErrReviewFailed", err)
+	}
+	if isCode(err, http.StatusServiceUnavailable) {
+		t.Fatal("the apiserver's status leaks through the error")
+	}
+	s.set(func(s *reviewServer) { s.fail = nil })
+	if u, err := a.AuthenticateToken(ctx, "good"); err != nil || u.Name != "alice" {
+		t.Fatalf("after the apiserver recovered: %v, %v (the error was cached?)", u, err)
+	}
+	if n := s.tokenReviews.Load(); n != 2 {
+		t.Fatalf("%d TokenReviews, want 2", n)
+	}
+}
+
+func TestTokenReviewSharesConcurrentLookups(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newReviewServer()
+		s.tokens["good"] = authenticationv1.UserInfo{Username: "alice"}
+		gate := make(chan struct{})
+		s.gate = gate
+		a := must[*TokenReview](t)(NewTokenReview(TokenReviewOptions{Client: s.client}))
+		var wg sync.WaitGroup
+		errs := make(chan error, 20)
+		for range 20 {
+			wg.Go(func() {
+				u, err := a.AuthenticateToken(context.Background(), "good")
+				if err == nil && u.Name != "alice" {
+					err = errors.New("wrong user " + u.Name)
+				}
+				errs <- err
+			})
+		}
+		synctest.Wait() // every caller is waiting on the one review
+		if n := s.tokenReviews.Load(); n != 1 {
+			t.Fatalf("%d TokenReviews for 20 concurrent lookups, want 1", n)
+		}
+		close(gate)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+func TestTokenReviewCallerCancelDoesNotFailOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newReviewServer()
+		s.tokens["good"] = authenticationv1.UserInfo{Username: "alice"}
+		gate := make(chan struct{})
+		s.gate = gate
+		a := must[*TokenReview](t)(NewTokenReview(TokenReviewOptions{Client: s.client}))
+		ctx, cancel := context.WithCancel(context.Background())
+		first := make(chan error, 1)
+		go func() { _, err := a.AuthenticateToken(ctx, "good"); first <- err }()
+		synctest.Wait()
+		second := make(chan error, 1)
+		go func() { _, err := a.AuthenticateToken(context.Background(), "good"); second <- err }()
+		synctest.Wait()
+		cancel()
+		if err := <-first; !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled caller: %v", err)
+		}
+		close(gate)
+		if err := <-second; err != nil {
+			t.Fatalf("the other caller failed with the first one's cancellation: %v", err)
+		}
+	})
+}
+
+func TestTokenReviewAudiences(t *testing.T) {
+	s := newReviewServer()
+	s.tokens["good"] = authenticationv1.UserInfo{Username: "alice"}
+	// The fake returns no audiences, as if the token were not for ours.
+	a := newTestTokenReview(t, s, TokenReviewOptions{Audiences: []string{"kubegate"}})
+	if _, err := a.AuthenticateToken(context.Background(), "good"); !isCode(err, http.StatusUnauthorized) {
+		t.Fatalf("token without our audience: err = %v, want 401", err)
+	}
+}
+
+func TestTokenCacheKeyIsAHash(t *testing.T) {
+	s := newReviewServer()
+	s.tokens["secret-token-value"] = authenticationv1.UserInfo{Username: "alice"}
+	a := newTestTokenReview(t, s, TokenReviewOptions{})
+	_, _ = a.AuthenticateToken(context.Background(), "secret-token-value")
+	a.cache.mu.Lock()
+	defer a.cache.mu.Unlock()
+	for k := range a.cache.entries {
+		if k == "secret-token-value" || len(k) != 32 {
+			t.Fatalf("cache key %q is not a SHA-256", k)
+		}
+	}
+}
