@@ -27,6 +27,46 @@ type Config struct {
 	Log             Log       `json:"log"`
 	Cache           Cache     `json:"cache"`
 	WebSocket       WebSocket `json:"websocket"`
+	Auth            Auth      `json:"auth"`
+}
+
+// Auth configures authentication, authorization and per-user limits.
+// docs/auth.md explains the modes.
+type Auth struct {
+	// Authn is how callers are identified: kubernetes (TokenReview),
+	// token-file or none (everyone is system:anonymous). Default
+	// kubernetes.
+	Authn string `json:"authn,omitempty"`
+	// TokenFile is the CSV token file for authn token-file.
+	TokenFile string `json:"tokenFile,omitempty"`
+	// Authz is how reads are authorized: rbac (SubjectAccessReview) or
+	// always-allow. Default rbac.
+	Authz string `json:"authz,omitempty"`
+	// InsecureAllowAnonymous allows authn none on a non-loopback listen
+	// address. Default false.
+	InsecureAllowAnonymous bool `json:"insecureAllowAnonymous,omitempty"`
+	// Audiences, when set, are the audiences a token must be valid for
+	// (TokenReview). Default: the apiserver's.
+	Audiences []string `json:"audiences,omitempty"`
+	// TokenSuccessTTL caches a valid token. Default 10s.
+	TokenSuccessTTL Duration `json:"tokenSuccessTTL,omitempty"`
+	// TokenFailureTTL caches a rejected token. Default 3s.
+	TokenFailureTTL Duration `json:"tokenFailureTTL,omitempty"`
+	// AllowTTL caches an allowed SubjectAccessReview. Default 5s.
+	AllowTTL Duration `json:"allowTTL,omitempty"`
+	// DenyTTL caches a denied SubjectAccessReview. Default 2s.
+	DenyTTL Duration `json:"denyTTL,omitempty"`
+	// RecheckInterval is how often live streams are re-authorized.
+	// Default 5s.
+	RecheckInterval Duration `json:"recheckInterval,omitempty"`
+	// UserQPS is each user's sustained request rate; 0 disables it.
+	// Default 50.
+	UserQPS float64 `json:"userQPS,omitempty"`
+	// UserBurst is each user's request burst. Default 200.
+	UserBurst int `json:"userBurst,omitempty"`
+	// UserMaxInflight bounds each user's open requests, watches and
+	// WebSockets included; 0 disables it. Default 500.
+	UserMaxInflight int `json:"userMaxInflight,omitempty"`
 }
 
 // Log configures logging.
@@ -76,6 +116,13 @@ func Default() Config {
 		ShutdownTimeout: Duration(15 * time.Second),
 		Log:             Log{Level: "info", Format: "console"},
 		Cache:           Cache{MinResync: Duration(5 * time.Second), HistoryEvents: 10000},
+		Auth: Auth{
+			Authn: "kubernetes", Authz: "rbac",
+			TokenSuccessTTL: Duration(10 * time.Second), TokenFailureTTL: Duration(3 * time.Second),
+			AllowTTL: Duration(5 * time.Second), DenyTTL: Duration(2 * time.Second),
+			RecheckInterval: Duration(5 * time.Second),
+			UserQPS:         50, UserBurst: 200, UserMaxInflight: 500,
+		},
 	}
 }
 
@@ -130,7 +177,62 @@ func (c *Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("shutdownTimeout must be positive"))
 	}
+	errs = append(errs, c.Auth.validate(c.Listen)...)
 	return errors.Join(errs...)
+}
+
+func (a *Auth) validate(listen string) []error {
+	var errs []error
+	switch a.Authn {
+	case "kubernetes", "none":
+		if a.TokenFile != "" {
+			errs = append(errs, fmt.Errorf("--token-file is only used with --authn=token-file, not %q", a.Authn))
+		}
+	case "token-file":
+		if a.TokenFile == "" {
+			errs = append(errs, errors.New("--authn=token-file needs --token-file"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("authn %q: want kubernetes, token-file or none", a.Authn))
+	}
+	switch a.Authz {
+	case "rbac", "always-allow":
+	default:
+		errs = append(errs, fmt.Errorf("authz %q: want rbac or always-allow", a.Authz))
+	}
+	if a.Authn == "none" && !a.InsecureAllowAnonymous && !IsLoopback(listen) {
+		errs = append(errs, fmt.Errorf("--authn=none serves everyone as system:anonymous, so it only listens on loopback; --listen %s is not loopback (add --insecure-allow-anonymous if that is really meant)", listen))
+	}
+	for name, d := range map[string]Duration{
+		"tokenSuccessTTL": a.TokenSuccessTTL, "tokenFailureTTL": a.TokenFailureTTL,
+		"allowTTL": a.AllowTTL, "denyTTL": a.DenyTTL,
+	} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("auth.%s must not be negative", name))
+		}
+	}
+	if a.RecheckInterval <= 0 {
+		errs = append(errs, errors.New("auth.recheckInterval must be positive"))
+	}
+	if a.UserQPS < 0 || a.UserBurst < 0 || a.UserMaxInflight < 0 {
+		errs = append(errs, errors.New("auth.userQPS, userBurst and userMaxInflight must not be negative"))
+	}
+	return errs
+}
+
+// IsLoopback reports whether the listen address only accepts local
+// connections: a loopback IP or localhost (not "", which is every
+// interface).
+func IsLoopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Parse builds the configuration from args: defaults, then the --config
@@ -151,6 +253,10 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 	fs.StringVar(&resources, "resources", "", "comma-separated `resources` to cache at start and gate readiness on (e.g. pods,deployments.apps)")
 	fs.DurationVar(&shutdown, "shutdown-timeout", time.Duration(c.ShutdownTimeout), "bound on graceful shutdown")
 	fs.DurationVar(&minResync, "min-resync", time.Duration(c.Cache.MinResync), "shortest resync period a client may ask for")
+	fs.StringVar(&c.Auth.Authn, "authn", c.Auth.Authn, "authentication `mode`: kubernetes (TokenReview), token-file or none (anonymous; loopback only)")
+	fs.StringVar(&c.Auth.TokenFile, "token-file", "", "CSV `file` of token,user,uid,\"group1,group2\" for --authn=token-file")
+	fs.StringVar(&c.Auth.Authz, "authz", c.Auth.Authz, "authorization `mode`: rbac (SubjectAccessReview) or always-allow")
+	fs.BoolVar(&c.Auth.InsecureAllowAnonymous, "insecure-allow-anonymous", false, "allow --authn=none on a non-loopback --listen address")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -178,6 +284,18 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 		}
 		if set["log-format"] {
 			c.Log.Format = flagged.Log.Format
+		}
+		if set["authn"] {
+			c.Auth.Authn = flagged.Auth.Authn
+		}
+		if set["token-file"] {
+			c.Auth.TokenFile = flagged.Auth.TokenFile
+		}
+		if set["authz"] {
+			c.Auth.Authz = flagged.Auth.Authz
+		}
+		if set["insecure-allow-anonymous"] {
+			c.Auth.InsecureAllowAnonymous = flagged.Auth.InsecureAllowAnonymous
 		}
 	}
 	if set["resources"] {

@@ -72,6 +72,15 @@ func TestBadInput(t *testing.T) {
 		{"unknown field", nil, "lisen: x\n", `unknown field "lisen"`},
 		{"bad duration", nil, "cache: {minResync: soon}\n", "invalid duration"},
 		{"missing file", []string{"--config", "/nonexistent/kubegate.yaml"}, "", "read config"},
+		{"bad authn", []string{"--authn", "ldap"}, "", `authn "ldap"`},
+		{"bad authz", []string{"--authz", "abac"}, "", `authz "abac"`},
+		{"token-file without file", []string{"--authn", "token-file"}, "", "needs --token-file"},
+		{"token file without mode", []string{"--token-file", "/tmp/t.csv"}, "", "only used with --authn=token-file"},
+		{"anonymous on all interfaces", []string{"--authn", "none", "--listen", "0.0.0.0:8080"}, "", "not loopback"},
+		{"anonymous on empty host", []string{"--authn", "none", "--listen", ":8080"}, "", "not loopback"},
+		{"anonymous from file", nil, "listen: 10.0.0.1:80\nauth: {authn: none}\n", "not loopback"},
+		{"negative ttl", nil, "auth: {allowTTL: -1s}\n", "auth.allowTTL must not be negative"},
+		{"negative qps", nil, "auth: {userQPS: -1}\n", "must not be negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := tc.args
@@ -81,6 +90,52 @@ func TestBadInput(t *testing.T) {
 			_, err := parse(t, args...)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestAuthFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		file string
+		want Auth
+	}{
+		{name: "defaults", want: Default().Auth},
+		{name: "anonymous on loopback", args: []string{"--authn", "none", "--authz", "always-allow"},
+			want: func() Auth { a := Default().Auth; a.Authn, a.Authz = "none", "always-allow"; return a }()},
+		{name: "anonymous on localhost", args: []string{"--authn=none", "--listen", "localhost:9000"},
+			want: func() Auth { a := Default().Auth; a.Authn = "none"; return a }()},
+		{name: "anonymous on ::1", args: []string{"--authn=none", "--listen", "[::1]:9000"},
+			want: func() Auth { a := Default().Auth; a.Authn = "none"; return a }()},
+		{name: "insecure anonymous", args: []string{"--authn=none", "--listen", "0.0.0.0:8080", "--insecure-allow-anonymous"},
+			want: func() Auth { a := Default().Auth; a.Authn, a.InsecureAllowAnonymous = "none", true; return a }()},
+		{name: "token file", args: []string{"--authn=token-file", "--token-file", "/etc/kubegate/tokens.csv"},
+			want: func() Auth {
+				a := Default().Auth
+				a.Authn, a.TokenFile = "token-file", "/etc/kubegate/tokens.csv"
+				return a
+			}()},
+		{name: "file, flag wins", args: []string{"--authz", "rbac"},
+			file: "auth: {authz: always-allow, allowTTL: 1s, userQPS: 5, audiences: [kubegate]}\n",
+			want: func() Auth {
+				a := Default().Auth
+				a.AllowTTL, a.UserQPS, a.Audiences = Duration(time.Second), 5, []string{"kubegate"}
+				return a
+			}()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.file != "" {
+				args = append(args, "--config", writeFile(t, tc.file))
+			}
+			c, err := parse(t, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, c.Auth); diff != "" {
+				t.Fatalf("(-want +got):\n%s", diff)
 			}
 		})
 	}
