@@ -133,11 +133,20 @@ func run(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
+	authn, err := newAuth(cfg, kc, mgr, reg, log.Named("auth"))
+	if err != nil {
+		return err
+	}
 	httpServer, err := httpapi.New(httpapi.Options{
 		Manager:         mgr,
 		Logger:          log.Named("http"),
 		Registry:        reg,
 		Listen:          cfg.Listen,
+		Authenticator:   authn.authenticator,
+		Authorizer:      authn.authorizer,
+		Login:           authn.login,
+		RateLimiter:     authn.limiter,
+		RecheckInterval: time.Duration(cfg.Auth.RecheckInterval),
 		ShutdownTimeout: time.Duration(cfg.ShutdownTimeout),
 	})
 	if err != nil {

@@ -221,9 +221,13 @@ func (d devcluster) run(ctx context.Context, o runOptions) (err error) {
 	kc, _ := filepath.Abs(d.kubeconfig())
 	// The demo's core resources are cached from the start so /readyz means
 	// "the dashboard has data"; the Widget CRD starts on first use.
-	// GATEWAY_FLAGS come last and override these.
+	// The dashboard in a browser on this machine needs no token: the
+	// gateway runs anonymous on loopback (docs/auth.md). GATEWAY_FLAGS
+	// come last and override these, e.g. --authn=kubernetes --authz=rbac
+	// to try authentication with the viewer's or the admin's token.
 	args := append([]string{"--kubeconfig", kc, "--listen", o.listen, "--log-format", "console",
-		"--resources", "namespaces,pods,deployments.apps,configmaps"}, o.args...)
+		"--resources", "namespaces,pods,deployments.apps,configmaps",
+		"--authn=none", "--authz=always-allow"}, o.args...)
 	gw := exec.Command(o.gateway, args...)
 	gw.Stdout, gw.Stderr = os.Stdout, os.Stderr
 	if err := gw.Start(); err != nil {

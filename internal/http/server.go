@@ -47,6 +47,12 @@ type Options struct {
 	Authenticator auth.Authenticator
 	// Authorizer decides what they may read. Default: auth.AlwaysAllow{}.
 	Authorizer auth.Authorizer
+	// Login, when set, serves POST /login and POST /logout (the browser
+	// cookie). Default: none (404).
+	Login *auth.Login
+	// RateLimiter, when set, limits authenticated requests per user (429
+	// with Retry-After). Default: no limit.
+	RateLimiter *auth.RateLimiter
 	// RecheckInterval is how often a live watch stream is re-authorized;
 	// a revoked stream ends within it. Default: 5s.
 	RecheckInterval time.Duration
@@ -133,8 +139,9 @@ func (s *Server) routes() http.Handler {
 	r.Get("/readyz", s.readyz)
 	r.Handle("/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{Registry: s.opts.Registry}))
 
+	s.mountLogin(r)
 	r.Group(func(r chi.Router) {
-		r.Use(s.authenticate)
+		r.Use(s.authenticate, s.opts.RateLimiter.Middleware)
 		if s.opts.WebSocket != nil {
 			r.Handle("/ws", s.opts.WebSocket)
 		}
@@ -156,6 +163,13 @@ func (s *Server) routes() http.Handler {
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, err := s.opts.Authenticator.Authenticate(r)
+		var refused *auth.RefusedError
+		if errors.As(err, &refused) {
+			// Refused for how the credentials were sent (token in the
+			// URL, cookie from a foreign origin): 400 or 403 as is.
+			apistatus.WriteError(w, refused)
+			return
+		}
 		if err != nil {
 			st := apistatus.FromError(err)
 			if st.Code != http.StatusUnauthorized {
