@@ -1,0 +1,320 @@
+package ws
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kubegate/internal/apistatus"
+	"kubegate/internal/informer"
+)
+
+// Subprotocol is the only WebSocket subprotocol the server speaks.
+const Subprotocol = "kubegate.v1"
+
+// Client frame types.
+const (
+	typeSubscribe   = "subscribe"
+	typeUnsubscribe = "unsubscribe"
+)
+
+// maxIDLen bounds subscription ids, which are echoed in every frame.
+const maxIDLen = 128
+
+// clientFrame is a parsed client → server frame.
+type clientFrame struct {
+	Type              string `json:"type"`
+	ID                string `json:"id"`
+	Resource          string `json:"resource,omitempty"`
+	Namespace         string `json:"namespace,omitempty"`
+	LabelSelector     string `json:"labelSelector,omitempty"`
+	FieldSelector     string `json:"fieldSelector,omitempty"`
+	ResyncPeriod      string `json:"resyncPeriod,omitempty"`
+	ResourceVersion   string `json:"resourceVersion,omitempty"`
+	SendInitialEvents *bool  `json:"sendInitialEvents,omitempty"`
+
+	// resync is ResyncPeriod parsed.
+	resync time.Duration
+}
+
+// initialEvents returns SendInitialEvents with its default (true).
+func (f *clientFrame) initialEvents() bool {
+	return f.SendInitialEvents == nil || *f.SendInitialEvents
+}
+
+// requestError is a refused client frame. ID and Request are set when the
+// frame could be attributed to a request.
+type requestError struct {
+	ID      string
+	Request string
+	Status  *metav1.Status
+}
+
+func (e *requestError) Error() string { return e.Status.Message }
+
+func badRequest(f *clientFrame, format string, args ...any) *requestError {
+	e := &requestError{Status: apistatus.New(http.StatusBadRequest, metav1.StatusReasonBadRequest, fmt.Sprintf(format, args...))}
+	if f != nil {
+		e.ID, e.Request = f.ID, f.Type
+	}
+	return e
+}
+
+// parseClientFrame decodes and validates one client text frame. Errors are
+// *requestError; when the frame names a known type and an id, the error
+// carries them so the client can tell which request failed.
+func parseClientFrame(data []byte) (*clientFrame, error) {
+	var f clientFrame
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		// Attribute the error to the request if its type and id can
+		// still be read, so the client knows which one failed.
+		var loose struct {
+			Type string `json:"type"`
+			ID   string `json:"id"`
+		}
+		if json.Unmarshal(data, &loose) == nil && (loose.Type == typeSubscribe || loose.Type == typeUnsubscribe) && validID(loose.ID) == nil {
+			return nil, badRequest(&clientFrame{Type: loose.Type, ID: loose.ID}, "invalid %s frame: %s", loose.Type, jsonError(err))
+		}
+		return nil, badRequest(nil, "invalid frame: %s", jsonError(err))
+	}
+	if dec.More() || dec.InputOffset() < int64(len(bytes.TrimRight(data, " \t\r\n"))) {
+		return nil, badRequest(nil, "invalid frame: a frame must hold exactly one JSON object")
+	}
+	switch f.Type {
+	case typeSubscribe, typeUnsubscribe:
+	case "":
+		return nil, badRequest(nil, `invalid frame: "type" is required ("subscribe" or "unsubscribe")`)
+	default:
+		return nil, badRequest(nil, `invalid frame: unknown type %q; want "subscribe" or "unsubscribe"`, truncate(f.Type, 64))
+	}
+	if err := validID(f.ID); err != nil {
+		return nil, badRequest(nil, "invalid %s frame: %v", f.Type, err)
+	}
+	if f.Type == typeUnsubscribe {
+		if f.Resource != "" || f.Namespace != "" || f.LabelSelector != "" || f.FieldSelector != "" ||
+			f.ResyncPeriod != "" || f.ResourceVersion != "" || f.SendInitialEvents != nil {
+			return nil, badRequest(&f, `invalid unsubscribe frame: only "type" and "id" are allowed`)
+		}
+		return &f, nil
+	}
+	if f.Resource == "" {
+		return nil, badRequest(&f, `invalid subscribe frame: "resource" is required`)
+	}
+	if len(f.Resource) > 253 {
+		return nil, badRequest(&f, `invalid subscribe frame: "resource" is longer than 253 bytes`)
+	}
+	if len(f.Namespace) > 63 {
+		return nil, badRequest(&f, `invalid subscribe frame: "namespace" is longer than 63 bytes`)
+	}
+	if f.ResyncPeriod != "" {
+		d, err := time.ParseDuration(f.ResyncPeriod)
+		if err != nil || d < 0 {
+			return nil, badRequest(&f, `invalid subscribe frame: "resyncPeriod" %q is not a non-negative duration such as "30s"`, truncate(f.ResyncPeriod, 64))
+		}
+		f.resync = d
+	}
+	if rv := f.ResourceVersion; rv != "" {
+		if _, err := strconv.ParseUint(rv, 10, 64); err != nil {
+			return nil, badRequest(&f, `invalid subscribe frame: "resourceVersion" %q is not a resourceVersion from an earlier event`, truncate(rv, 64))
+		}
+	}
+	return &f, nil
+}
+
+func validID(id string) error {
+	switch {
+	case id == "":
+		return errors.New(`"id" is required`)
+	case len(id) > maxIDLen:
+		return fmt.Errorf(`"id" is longer than %d bytes`, maxIDLen)
+	case !utf8.ValidString(id):
+		return errors.New(`"id" is not valid UTF-8`)
+	}
+	return nil
+}
+
+// jsonError words a decoding error for the client without Go type names.
+func jsonError(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("field %q has the wrong type (got JSON %s)", te.Field, te.Value)
+	}
+	if errors.Is(err, io.EOF) {
+		return "empty frame"
+	}
+	return truncate(strings.TrimPrefix(err.Error(), "json: "), 200)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// Server frames. Events are built by concatenation around Object.Raw (see
+// appendEvent); the rare control frames use encoding/json.
+
+// resourceRef describes a subscription's resolved resource in its ack.
+type resourceRef struct {
+	Group      string `json:"group"`
+	Version    string `json:"version"`
+	Resource   string `json:"resource"`
+	Kind       string `json:"kind"`
+	Namespaced bool   `json:"namespaced"`
+}
+
+type ackFrame struct {
+	Type       string       `json:"type"`
+	ID         string       `json:"id"`
+	Request    string       `json:"request"`
+	Resource   *resourceRef `json:"resource,omitempty"`
+	Namespaces []string     `json:"namespaces,omitempty"`
+}
+
+type errorFrame struct {
+	Type    string         `json:"type"`
+	ID      string         `json:"id,omitempty"`
+	Request string         `json:"request,omitempty"`
+	Ended   bool           `json:"ended,omitempty"`
+	Status  *metav1.Status `json:"status"`
+}
+
+type resetFrame struct {
+	Type   string `json:"type"`
+	ID     string `json:"id"`
+	Reason string `json:"reason"`
+}
+
+// RESET reasons.
+const (
+	resetOverflow     = "Overflow"
+	resetExpired      = "Expired"
+	resetReauthorized = "Reauthorized"
+)
+
+func encodeAck(id, request string, info *informer.ResourceInfo, namespaces []string) []byte {
+	f := ackFrame{Type: "ack", ID: id, Request: request, Namespaces: namespaces}
+	if info != nil {
+		f.Resource = &resourceRef{Group: info.GVR.Group, Version: info.GVR.Version, Resource: info.GVR.Resource,
+			Kind: info.GVK.Kind, Namespaced: info.Namespaced}
+	}
+	return mustJSON(f)
+}
+
+func encodeError(id, request string, ended bool, st *metav1.Status) []byte {
+	return mustJSON(errorFrame{Type: "error", ID: id, Request: request, Ended: ended, Status: st})
+}
+
+func encodeReset(id, reason string) []byte {
+	return mustJSON(resetFrame{Type: "RESET", ID: id, Reason: reason})
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("ws: encode %T: %v", v, err)) // only fixed types of strings and Status
+	}
+	return b
+}
+
+// quoteID returns id as a JSON string, computed once per subscription.
+func quoteID(id string) []byte { return mustJSON(id) }
+
+var eventPrefix = [...]string{
+	informer.Added:    `{"type":"ADDED","id":`,
+	informer.Modified: `{"type":"MODIFIED","id":`,
+	informer.Deleted:  `{"type":"DELETED","id":`,
+	informer.Sync:     `{"type":"SYNC","id":`,
+}
+
+// appendEvent appends the frame for one notification to buf. Objects are
+// copied from their cached JSON, never re-encoded.
+func appendEvent(buf, qid []byte, n *informer.Notification) []byte {
+	switch n.Type {
+	case informer.Added, informer.Modified, informer.Deleted, informer.Sync:
+		buf = append(buf, eventPrefix[n.Type]...)
+		buf = append(buf, qid...)
+		buf = append(buf, `,"rv":"`...)
+		buf = appendRV(buf, n)
+		buf = append(buf, `","object":`...)
+		buf = append(buf, n.Object.Raw...)
+		return append(buf, '}')
+	case informer.EndOfSnapshot:
+		buf = append(buf, `{"type":"END_OF_SNAPSHOT","id":`...)
+		buf = append(buf, qid...)
+		buf = append(buf, `,"rv":"`...)
+		buf = strconv.AppendUint(buf, n.RV, 10)
+		return append(buf, `"}`...)
+	case informer.Reset:
+		buf = append(buf, `{"type":"RESET","id":`...)
+		buf = append(buf, qid...)
+		return append(buf, `,"reason":"`+resetOverflow+`"}`...)
+	}
+	return buf
+}
+
+func appendRV(buf []byte, n *informer.Notification) []byte {
+	if n.RV != 0 || n.Object == nil {
+		return strconv.AppendUint(buf, n.RV, 10)
+	}
+	// A non-numeric resourceVersion (never from a real apiserver) is
+	// passed through, escaped.
+	q := mustJSON(n.Object.ResourceVersion)
+	return append(buf, q[1:len(q)-1]...)
+}
+
+// batch packs frames into batch frames. Its buffer starts with the batch
+// prefix so that a batch of several frames is written without another
+// copy, and a lone frame is written as the bytes after the prefix.
+type batch struct {
+	buf   []byte
+	count int
+}
+
+const batchPrefix = `{"type":"batch","events":[`
+
+func (b *batch) reset() {
+	b.buf = append(b.buf[:0], batchPrefix...)
+	b.count = 0
+}
+
+// begin prepares to append one frame to b.buf.
+func (b *batch) begin() {
+	if b.count > 0 {
+		b.buf = append(b.buf, ',')
+	}
+	b.count++
+}
+
+// add appends a complete frame.
+func (b *batch) add(frame []byte) {
+	b.begin()
+	b.buf = append(b.buf, frame...)
+}
+
+// size is the length of the frame bytes held.
+func (b *batch) size() int { return len(b.buf) - len(batchPrefix) }
+
+// message returns the message to send: the lone frame, or the batch.
+func (b *batch) message() []byte {
+	if b.count == 1 {
+		return b.buf[len(batchPrefix):]
+	}
+	b.buf = append(b.buf, ']', '}')
+	return b.buf
+}

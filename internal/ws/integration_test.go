@@ -1,0 +1,328 @@
+package ws
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kubegate/internal/informer"
+	"kubegate/internal/testenv"
+)
+
+func createCM(t *testing.T, ns, name string, labels map[string]string) *corev1.ConfigMap {
+	t.Helper()
+	cm, err := testenv.Get(t).Client.CoreV1().ConfigMaps(ns).Create(context.Background(),
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cm
+}
+
+func updateCM(t *testing.T, cm *corev1.ConfigMap, data string) *corev1.ConfigMap {
+	t.Helper()
+	cm = cm.DeepCopy()
+	cm.Data = map[string]string{"v": data}
+	cm, err := testenv.Get(t).Client.CoreV1().ConfigMaps(cm.Namespace).Update(context.Background(), cm, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cm
+}
+
+func deleteCM(t *testing.T, ns, name string) {
+	t.Helper()
+	if err := testenv.Get(t).Client.CoreV1().ConfigMaps(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSnapshotThenLiveEventsInOrder(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	for _, n := range []string{"a", "b", "c"} {
+		createCM(t, ns, n, nil)
+	}
+	ts := startServer(t, startManager(t, env.Config, nil), nil)
+	c := dial(t, ts)
+	c.subscribe("cms", "cm", ns)
+
+	ack := c.expect("ack", "cms")
+	if ack.Request != "subscribe" || ack.Resource == nil || ack.Resource.Resource != "configmaps" || ack.Resource.Kind != "ConfigMap" || !ack.Resource.Namespaced {
+		t.Fatalf("ack = %+v (resource %+v)", ack, ack.Resource)
+	}
+	names, rv := c.snapshotBody("cms")
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"a", "b", "c"}) || rv == "" || rv == "0" {
+		t.Fatalf("snapshot = %v at rv %q", names, rv)
+	}
+
+	d := createCM(t, ns, "d", nil)
+	d = updateCM(t, d, "1")
+	deleteCM(t, ns, "d")
+	var got []string
+	for len(got) < 3 {
+		f := c.next()
+		if f.ID != "cms" || f.name() != "d" {
+			t.Fatalf("unexpected frame %v", f)
+		}
+		got = append(got, f.Type)
+		if f.Type == "MODIFIED" && f.RV != d.ResourceVersion {
+			t.Errorf("MODIFIED rv = %s, want %s", f.RV, d.ResourceVersion)
+		}
+	}
+	if want := []string{"ADDED", "MODIFIED", "DELETED"}; !slices.Equal(got, want) {
+		t.Fatalf("events = %v, want %v", got, want)
+	}
+}
+
+func TestSubscriptionsAreMultiplexedAndUnsubscribeStopsOne(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	ts := startServer(t, startManager(t, env.Config, nil), nil)
+	c := dial(t, ts)
+	c.subscribe("web", "configmaps", ns, func(m map[string]any) { m["labelSelector"] = "app=web" })
+	c.snapshot("web")
+	c.subscribe("db", "configmaps", ns, func(m map[string]any) { m["labelSelector"] = "app=db" })
+	c.snapshot("db")
+	c.subscribe("names", "configmaps", "", func(m map[string]any) {
+		m["fieldSelector"] = "metadata.namespace=" + ns + ",metadata.name=w2"
+		m["sendInitialEvents"] = false
+	})
+	c.expect("ack", "names")
+
+	createCM(t, ns, "w1", map[string]string{"app": "web"})
+	createCM(t, ns, "d1", map[string]string{"app": "db"})
+	createCM(t, ns, "w2", map[string]string{"app": "web"})
+	want := map[string][]string{"web": {"w1", "w2"}, "db": {"d1"}, "names": {"w2"}}
+	got := map[string][]string{}
+	for range 4 {
+		f := c.next()
+		if f.Type != "ADDED" {
+			t.Fatalf("unexpected frame %v", f)
+		}
+		got[f.ID] = append(got[f.ID], f.name())
+	}
+	for id, w := range want {
+		if !slices.Equal(got[id], w) {
+			t.Errorf("subscription %s got %v, want %v", id, got[id], w)
+		}
+	}
+
+	c.send(`{"type":"unsubscribe","id":"web"}`)
+	if f := c.expect("ack", "web"); f.Request != "unsubscribe" {
+		t.Fatalf("unsubscribe ack = %v", f)
+	}
+	createCM(t, ns, "w3", map[string]string{"app": "web"})
+	createCM(t, ns, "d2", map[string]string{"app": "db"})
+	if f := c.expect("ADDED", "db"); f.name() != "d2" {
+		t.Fatalf("after unsubscribe: %v", f)
+	}
+	// The id is free again.
+	c.subscribe("web", "configmaps", ns, func(m map[string]any) { m["labelSelector"] = "app=web" })
+	names, _ := c.snapshot("web")
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"w1", "w2", "w3"}) {
+		t.Fatalf("re-subscribed snapshot = %v", names)
+	}
+}
+
+func TestResumeContinuesWithoutSnapshot(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	createCM(t, ns, "old", nil)
+	ts := startServer(t, startManager(t, env.Config, nil), nil)
+	c := dial(t, ts)
+	c.subscribe("s", "configmaps", ns)
+	_, rv := c.snapshot("s")
+	_ = c.c.Close(websocket.StatusNormalClosure, "")
+
+	// Missed while disconnected.
+	x := createCM(t, ns, "x", nil)
+	updateCM(t, x, "1")
+
+	c2 := dial(t, ts)
+	c2.subscribe("s", "configmaps", ns, func(m map[string]any) { m["resourceVersion"] = rv })
+	c2.expect("ack", "s")
+	if f := c2.next(); f.Type != "ADDED" || f.name() != "x" {
+		t.Fatalf("first resumed frame = %v, want ADDED x", f)
+	}
+	if f := c2.next(); f.Type != "MODIFIED" || f.name() != "x" {
+		t.Fatalf("second resumed frame = %v, want MODIFIED x", f)
+	}
+	// Live changes follow; no snapshot was sent.
+	createCM(t, ns, "y", nil)
+	if f := c2.next(); f.Type != "ADDED" || f.name() != "y" {
+		t.Fatalf("live frame = %v, want ADDED y", f)
+	}
+}
+
+func TestExpiredResumeGetsResetAndSnapshot(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	m := startManager(t, env.Config, func(o *informer.Options) { o.HistoryEvents = 2 })
+	ts := startServer(t, m, nil)
+	c := dial(t, ts)
+	c.subscribe("s", "configmaps", ns)
+	_, rv := c.snapshot("s")
+	for i := range 5 {
+		createCM(t, ns, fmt.Sprint("cm-", i), nil)
+	}
+	for range 5 {
+		c.expect("ADDED", "s") // the gateway has seen them all
+	}
+
+	c2 := dial(t, ts)
+	c2.subscribe("s", "configmaps", ns, func(m map[string]any) { m["resourceVersion"] = rv })
+	c2.expect("ack", "s")
+	if f := c2.expect("RESET", "s"); f.Reason != "Expired" {
+		t.Fatalf("RESET reason = %q", f.Reason)
+	}
+	names, _ := c2.snapshotBody("s")
+	if len(names) != 5 {
+		t.Fatalf("snapshot after RESET = %v", names)
+	}
+}
+
+func TestResyncArrivesAtItsPeriod(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	createCM(t, ns, "a", nil)
+	m := startManager(t, env.Config, func(o *informer.Options) {
+		o.MinResync = 100 * time.Millisecond
+		o.ResyncCheckPeriod = 20 * time.Millisecond
+	})
+	ts := startServer(t, m, nil)
+	c := dial(t, ts)
+	c.subscribe("fast", "configmaps", ns, func(m map[string]any) { m["resyncPeriod"] = "200ms" })
+	c.snapshot("fast")
+	c.subscribe("none", "configmaps", ns)
+	c.snapshot("none")
+	start := time.Now()
+	for range 2 {
+		if f := c.next(); f.Type != "SYNC" || f.ID != "fast" || f.name() != "a" {
+			t.Fatalf("got %v, want SYNC of a for fast", f)
+		}
+	}
+	// Two resyncs of a 200ms period take at least about 200ms after the
+	// first; the subscription without resync received nothing meanwhile
+	// (checked by the frames above all being for "fast").
+	if d := time.Since(start); d < 150*time.Millisecond {
+		t.Fatalf("two resyncs within %v; period not honoured", d)
+	}
+}
+
+func TestNeverReadingClientDoesNotBlockOthers(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	// Enough object bytes to fill the never-reading client's TCP buffers.
+	big := strings.Repeat("x", 512<<10)
+	cms := env.Client.CoreV1().ConfigMaps(ns)
+	t.Cleanup(func() {
+		// Namespaces are never emptied without a controller-manager; free
+		// the bytes so later tests' informers do not list them.
+		_ = cms.DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+	})
+	for i := range 16 {
+		if _, err := cms.Create(context.Background(), &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("big-", i)}, Data: map[string]string{"x": big},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts := startServer(t, startManager(t, env.Config, nil), func(o *Options) {
+		o.WriteTimeout = 500 * time.Millisecond
+		o.ListenerMaxEvents = 4
+		o.PingInterval = time.Hour // isolate the write deadline from keepalive
+	})
+
+	stuck := dial(t, ts)
+	stuck.subscribe("s", "configmaps", ns) // and never reads again
+	healthy := dial(t, ts)
+	healthy.subscribe("h", "configmaps", ns, func(m map[string]any) { m["labelSelector"] = "small" })
+	healthy.snapshot("h")
+
+	cm := createCM(t, ns, "tick", map[string]string{"small": "true"})
+	healthy.expect("ADDED", "h")
+	for i := range 20 {
+		cm = updateCM(t, cm, fmt.Sprint(i))
+		if f := healthy.expect("MODIFIED", "h"); f.RV != cm.ResourceVersion {
+			t.Fatalf("healthy client got rv %s, want %s", f.RV, cm.ResourceVersion)
+		}
+	}
+	eventually(t, "the stuck socket to be dropped", func() bool { return ts.Sockets() == 1 })
+	if n := counterValue(ts.metrics.closes.WithLabelValues(closeWriteTimeout)); n != 1 {
+		t.Fatalf("write_timeout closes = %v, want 1", n)
+	}
+	// The healthy client is still served.
+	updateCM(t, cm, "after")
+	healthy.expect("MODIFIED", "h")
+}
+
+func TestPingTimeoutDropsDeadPeer(t *testing.T) {
+	env := testenv.Get(t)
+	ts := startServer(t, startManager(t, env.Config, nil), func(o *Options) {
+		o.PingInterval = 50 * time.Millisecond
+		o.PongTimeout = 200 * time.Millisecond
+	})
+	// A client that never reads never answers pings.
+	dead := dial(t, ts)
+	_ = dead
+	alive := dial(t, ts)
+	readErr := make(chan error, 1)
+	go func() {
+		_, _, err := alive.c.Read(context.Background()) // answers pings while blocked
+		readErr <- err
+	}()
+	eventually(t, "the dead peer to be dropped", func() bool { return ts.Sockets() == 1 })
+	if n := counterValue(ts.metrics.closes.WithLabelValues(closePongTimeout)); n != 1 {
+		t.Fatalf("pong_timeout closes = %v, want 1", n)
+	}
+	ts.stop()
+	if err := <-readErr; websocket.CloseStatus(err) != websocket.StatusGoingAway {
+		t.Fatalf("alive client: %v, want close 1001", err)
+	}
+}
+
+func TestShutdownClosesWithGoingAway(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	ts := startServer(t, startManager(t, env.Config, nil), nil)
+	var clients []*client
+	for i := range 3 {
+		c := dial(t, ts)
+		c.subscribe(fmt.Sprint(i), "configmaps", ns)
+		c.snapshot(fmt.Sprint(i))
+		clients = append(clients, c)
+	}
+	codes := make(chan websocket.StatusCode, len(clients))
+	for _, c := range clients {
+		go func() {
+			for {
+				if _, _, err := c.c.Read(context.Background()); err != nil {
+					codes <- websocket.CloseStatus(err)
+					return
+				}
+			}
+		}()
+	}
+	ts.stop() // returns once every socket is gone
+	if n := ts.Sockets(); n != 0 {
+		t.Fatalf("%d sockets left after Start returned", n)
+	}
+	for range clients {
+		if code := <-codes; code != websocket.StatusGoingAway {
+			t.Fatalf("close code = %d, want 1001", code)
+		}
+	}
+	if n := counterValue(ts.metrics.closes.WithLabelValues(closeShutdown)); n != 3 {
+		t.Fatalf("shutdown closes = %v, want 3", n)
+	}
+}

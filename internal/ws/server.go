@@ -1,0 +1,293 @@
+package ws
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+
+	"kubegate/internal/apistatus"
+	"kubegate/internal/auth"
+	"kubegate/internal/informer"
+)
+
+// Options configures New. Zero fields take the defaults given.
+type Options struct {
+	// Manager serves every subscription. Required.
+	Manager *informer.Manager
+	// Authorizer decides what each subscription may read (verb watch).
+	// Default: auth.AlwaysAllow{}.
+	Authorizer auth.Authorizer
+	// Logger. Default: no logging.
+	Logger *zap.Logger
+	// Registerer receives the server's metrics. Default: none.
+	Registerer prometheus.Registerer
+	// AllowedOrigins are host patterns (path.Match syntax, such as
+	// "*.example.com" or "localhost:3000") browsers may connect from, in
+	// addition to the request's own host. Default: none.
+	AllowedOrigins []string
+	// MaxSockets bounds open sockets. Default 10000.
+	MaxSockets int
+	// MaxSocketsPerClient bounds sockets per user name, or per remote IP
+	// for anonymous callers. Default 100.
+	MaxSocketsPerClient int
+	// MaxSubscriptionsPerSocket bounds active and pending subscriptions
+	// on one socket. Default 100.
+	MaxSubscriptionsPerSocket int
+	// SubscribeRate is the sustained rate of subscribe requests per socket
+	// (per second), with bursts up to SubscribeBurst. Defaults 10 and 20.
+	SubscribeRate  float64
+	SubscribeBurst int
+	// PingInterval is the keepalive period. Default 30s.
+	PingInterval time.Duration
+	// PongTimeout is how long a ping may go unanswered before the peer is
+	// disconnected. Default 15s.
+	PongTimeout time.Duration
+	// WriteTimeout bounds every write; a write blocked longer drops the
+	// connection. Default 10s.
+	WriteTimeout time.Duration
+	// MaxMessageBytes bounds one client message; larger ones close the
+	// socket with 1009. Default 64 KiB.
+	MaxMessageBytes int64
+	// ListenerMaxEvents and ListenerMaxBytes bound each subscription's
+	// backlog. Default: the informer's defaults (4096 events, 16 MiB).
+	ListenerMaxEvents int
+	ListenerMaxBytes  int64
+	// RecheckInterval is how often each subscription is re-authorized.
+	// Default 5s.
+	RecheckInterval time.Duration
+	// SyncTimeout bounds how long a subscribe waits for a resource's cache
+	// to fill on first use before answering 503. Default 60s.
+	SyncTimeout time.Duration
+	// MaxBatchBytes is the size at which a batch frame stops growing.
+	// Default 256 KiB.
+	MaxBatchBytes int
+	// MaxSlowResets is how many overflow RESETs in a row, without catching
+	// up in between, close a socket with 4001. Default 3.
+	MaxSlowResets int
+
+	// clock drives keepalive and re-authorization (tests).
+	clock clock.WithTicker
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Manager == nil {
+		return o, errors.New("ws: Options.Manager is required")
+	}
+	if o.Authorizer == nil {
+		o.Authorizer = auth.AlwaysAllow{}
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	setDefault(&o.MaxSockets, 10000)
+	setDefault(&o.MaxSocketsPerClient, 100)
+	setDefault(&o.MaxSubscriptionsPerSocket, 100)
+	setDefault(&o.SubscribeRate, 10)
+	setDefault(&o.SubscribeBurst, 20)
+	setDefault(&o.PingInterval, 30*time.Second)
+	setDefault(&o.PongTimeout, 15*time.Second)
+	setDefault(&o.WriteTimeout, 10*time.Second)
+	setDefault(&o.MaxMessageBytes, 64<<10)
+	setDefault(&o.RecheckInterval, 5*time.Second)
+	setDefault(&o.SyncTimeout, 60*time.Second)
+	setDefault(&o.MaxBatchBytes, 256<<10)
+	setDefault(&o.MaxSlowResets, 3)
+	if o.clock == nil {
+		o.clock = clock.RealClock{}
+	}
+	for _, p := range o.AllowedOrigins {
+		if _, err := matchOrigin(p, "example.com"); err != nil {
+			return o, fmt.Errorf("ws: allowed origin %q: %w", p, err)
+		}
+	}
+	return o, nil
+}
+
+func setDefault[T int | int64 | float64 | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
+}
+
+// Server is the /ws handler. Each accepted socket is served by the
+// ServeHTTP goroutine that accepted it (the socket's writer) plus one
+// reader goroutine; see socket. Start waits for shutdown, then closes every
+// socket with 1001 and returns once all of them are gone.
+type Server struct {
+	opts     Options
+	log      *zap.Logger
+	metrics  *metrics
+	accept   *websocket.AcceptOptions
+	shutdown chan struct{} // closed when Start's context ends
+
+	// mu guards sockets, perClient and closing; wg counts sockets and is
+	// only added to under mu while !closing.
+	mu        sync.Mutex
+	sockets   map[*socket]struct{}
+	perClient map[string]int
+	closing   bool
+	wg        sync.WaitGroup
+}
+
+// New builds a Server. It serves as soon as it is mounted; Start only
+// handles shutdown.
+func New(opts Options) (*Server, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Server{
+		opts:    o,
+		log:     o.Logger,
+		metrics: newMetrics(o.Registerer),
+		accept: &websocket.AcceptOptions{
+			Subprotocols:   []string{Subprotocol},
+			OriginPatterns: o.AllowedOrigins,
+		},
+		shutdown:  make(chan struct{}),
+		sockets:   map[*socket]struct{}{},
+		perClient: map[string]int{},
+	}, nil
+}
+
+// Start blocks until ctx ends, then closes every socket with 1001
+// (going away) and returns once their goroutines have exited. New sockets
+// are refused from then on.
+func (s *Server) Start(ctx context.Context) error {
+	<-ctx.Done()
+	s.mu.Lock()
+	s.closing = true
+	close(s.shutdown)
+	n := len(s.sockets)
+	s.mu.Unlock()
+	if n > 0 {
+		s.log.Info("closing sockets", zap.Int("sockets", n))
+	}
+	s.wg.Wait()
+	return nil
+}
+
+// Sockets returns the number of open sockets.
+func (s *Server) Sockets() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sockets)
+}
+
+// ServeHTTP upgrades the request and serves the socket until it closes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !offersSubprotocol(r) {
+		s.metrics.rejected.WithLabelValues("subprotocol").Inc()
+		apistatus.Write(w, apistatus.New(http.StatusBadRequest, metav1.StatusReasonBadRequest,
+			"a WebSocket handshake offering the subprotocol "+Subprotocol+" is required (Sec-WebSocket-Protocol: "+Subprotocol+"); see docs/protocol.md"))
+		return
+	}
+	select {
+	case <-s.shutdown:
+		s.metrics.rejected.WithLabelValues("shutting_down").Inc()
+		apistatus.Write(w, apistatus.New(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, "the gateway is shutting down"))
+		return
+	default:
+	}
+	user := auth.UserFrom(r.Context())
+	if user == nil {
+		user = auth.AnonymousUser
+	}
+	client := clientKey(user, r)
+
+	c, err := websocket.Accept(w, r, s.accept)
+	if err != nil {
+		// Accept has answered (400 bad handshake, 403 origin).
+		s.metrics.rejected.WithLabelValues("handshake").Inc()
+		s.log.Debug("websocket handshake refused", zap.Error(err), zap.String("client", client))
+		return
+	}
+	c.SetReadLimit(s.opts.MaxMessageBytes)
+
+	sock := newSocket(s, c, user, client)
+	if code, reason := s.register(sock); code != 0 {
+		_ = c.Close(code, reason)
+		return
+	}
+	defer s.unregister(sock)
+	sock.run(r.Context())
+}
+
+// register admits sock within the limits. It returns a close code and
+// reason when refused.
+func (s *Server) register(sock *socket) (websocket.StatusCode, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closing:
+		s.metrics.rejected.WithLabelValues("shutting_down").Inc()
+		return websocket.StatusGoingAway, "server shutting down"
+	case len(s.sockets) >= s.opts.MaxSockets:
+		s.metrics.rejected.WithLabelValues("max_sockets").Inc()
+		return websocket.StatusTryAgainLater, fmt.Sprintf("too many sockets on this gateway (limit %d); try again later", s.opts.MaxSockets)
+	case s.perClient[sock.client] >= s.opts.MaxSocketsPerClient:
+		s.metrics.rejected.WithLabelValues("max_sockets_per_client").Inc()
+		return websocket.StatusPolicyViolation, fmt.Sprintf("too many sockets for this client (limit %d)", s.opts.MaxSocketsPerClient)
+	}
+	s.sockets[sock] = struct{}{}
+	s.perClient[sock.client]++
+	s.wg.Add(1)
+	s.metrics.sockets.Inc()
+	return 0, ""
+}
+
+func (s *Server) unregister(sock *socket) {
+	s.mu.Lock()
+	delete(s.sockets, sock)
+	if s.perClient[sock.client]--; s.perClient[sock.client] <= 0 {
+		delete(s.perClient, sock.client)
+	}
+	s.mu.Unlock()
+	s.metrics.sockets.Dec()
+	s.wg.Done()
+}
+
+// clientKey names the client that per-client socket limits apply to: the
+// user, or the remote IP for anonymous callers (who all share one name).
+func clientKey(u *auth.User, r *http.Request) string {
+	if u.Name != "" && u.Name != auth.AnonymousUser.Name {
+		return "user:" + u.Name
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return "ip:" + host
+}
+
+// offersSubprotocol reports whether the handshake offers kubegate.v1.
+// Tokens are compared exactly: subprotocol names are case-sensitive.
+func offersSubprotocol(r *http.Request) bool {
+	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for p := range strings.SplitSeq(h, ",") {
+			if strings.TrimSpace(p) == Subprotocol {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// matchOrigin matches an origin host against a pattern the way
+// websocket.Accept does, so bad patterns fail at New instead of at the
+// first browser request.
+func matchOrigin(pattern, host string) (bool, error) {
+	return path.Match(strings.ToLower(pattern), strings.ToLower(host))
+}
