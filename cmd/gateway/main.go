@@ -27,6 +27,7 @@ import (
 	"kubegate/internal/config"
 	httpapi "kubegate/internal/http"
 	"kubegate/internal/informer"
+	"kubegate/internal/ws"
 )
 
 func main() {
@@ -137,6 +138,29 @@ func run(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
+	wsc := cfg.WebSocket
+	wsServer, err := ws.New(ws.Options{
+		Manager:                   mgr,
+		Authorizer:                authn.authorizer,
+		RecheckInterval:           time.Duration(cfg.Auth.RecheckInterval),
+		Logger:                    log.Named("ws"),
+		Registerer:                reg,
+		AllowedOrigins:            wsc.AllowedOrigins,
+		MaxSockets:                wsc.MaxSockets,
+		MaxSocketsPerClient:       wsc.MaxSocketsPerClient,
+		MaxSubscriptionsPerSocket: wsc.MaxSubscriptionsPerSocket,
+		SubscribeRate:             wsc.SubscribeRate,
+		SubscribeBurst:            wsc.SubscribeBurst,
+		PingInterval:              time.Duration(wsc.PingInterval),
+		PongTimeout:               time.Duration(wsc.PongTimeout),
+		WriteTimeout:              time.Duration(wsc.WriteTimeout),
+		MaxMessageBytes:           wsc.MaxMessageBytes,
+		ListenerMaxEvents:         cfg.Cache.ListenerMaxEvents,
+		ListenerMaxBytes:          cfg.Cache.ListenerMaxBytes,
+	})
+	if err != nil {
+		return err
+	}
 	httpServer, err := httpapi.New(httpapi.Options{
 		Manager:         mgr,
 		Logger:          log.Named("http"),
@@ -147,6 +171,7 @@ func run(ctx context.Context, cfg config.Config) error {
 		Login:           authn.login,
 		RateLimiter:     authn.limiter,
 		RecheckInterval: time.Duration(cfg.Auth.RecheckInterval),
+		WebSocket:       wsServer,
 		ShutdownTimeout: time.Duration(cfg.ShutdownTimeout),
 	})
 	if err != nil {
@@ -157,6 +182,7 @@ func run(ctx context.Context, cfg config.Config) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return mgr.Start(gctx) })
 	g.Go(func() error { return httpServer.Start(gctx) })
+	g.Go(func() error { return wsServer.Start(gctx) })
 
 	done := make(chan error, 1)
 	go func() { done <- g.Wait() }()

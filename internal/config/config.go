@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path"
 	"strings"
 	"time"
 
@@ -107,6 +108,19 @@ type WebSocket struct {
 	MaxSubscriptionsPerSocket int `json:"maxSubscriptionsPerSocket,omitempty"`
 	// PingInterval is the keepalive period. Default 30s.
 	PingInterval Duration `json:"pingInterval,omitempty"`
+	// PongTimeout is how long a ping may go unanswered before the socket
+	// is dropped. Default 15s.
+	PongTimeout Duration `json:"pongTimeout,omitempty"`
+	// WriteTimeout bounds every write to a socket; a client that does not
+	// read for this long is dropped. Default 10s.
+	WriteTimeout Duration `json:"writeTimeout,omitempty"`
+	// MaxMessageBytes bounds one client message (close 1009 beyond).
+	// Default 65536.
+	MaxMessageBytes int64 `json:"maxMessageBytes,omitempty"`
+	// SubscribeRate is the sustained subscribe requests per second per
+	// socket, with bursts up to SubscribeBurst. Defaults 10 and 20.
+	SubscribeRate  float64 `json:"subscribeRate,omitempty"`
+	SubscribeBurst int     `json:"subscribeBurst,omitempty"`
 }
 
 // Default returns the configuration used when nothing is set.
@@ -178,6 +192,26 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("shutdownTimeout must be positive"))
 	}
 	errs = append(errs, c.Auth.validate(c.Listen)...)
+	ws := c.WebSocket
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{
+		{"maxSockets", float64(ws.MaxSockets)}, {"maxSocketsPerClient", float64(ws.MaxSocketsPerClient)},
+		{"maxSubscriptionsPerSocket", float64(ws.MaxSubscriptionsPerSocket)}, {"pingInterval", float64(ws.PingInterval)},
+		{"pongTimeout", float64(ws.PongTimeout)}, {"writeTimeout", float64(ws.WriteTimeout)},
+		{"maxMessageBytes", float64(ws.MaxMessageBytes)}, {"subscribeRate", ws.SubscribeRate},
+		{"subscribeBurst", float64(ws.SubscribeBurst)},
+	} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("websocket.%s must not be negative (0 means the default)", f.name))
+		}
+	}
+	for _, p := range ws.AllowedOrigins {
+		if _, err := path.Match(p, ""); err != nil {
+			errs = append(errs, fmt.Errorf("websocket.allowedOrigins: pattern %q: %w", p, err))
+		}
+	}
 	return errors.Join(errs...)
 }
 

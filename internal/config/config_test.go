@@ -81,6 +81,8 @@ func TestBadInput(t *testing.T) {
 		{"anonymous from file", nil, "listen: 10.0.0.1:80\nauth: {authn: none}\n", "not loopback"},
 		{"negative ttl", nil, "auth: {allowTTL: -1s}\n", "auth.allowTTL must not be negative"},
 		{"negative qps", nil, "auth: {userQPS: -1}\n", "must not be negative"},
+		{"negative ws limit", nil, "websocket: {maxSockets: -1}\n", "websocket.maxSockets must not be negative"},
+		{"bad origin pattern", nil, "websocket: {allowedOrigins: ['[']}\n", `websocket.allowedOrigins: pattern "["`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := tc.args
@@ -138,5 +140,33 @@ func TestAuthFlags(t *testing.T) {
 				t.Fatalf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestWebSocketSection(t *testing.T) {
+	p := writeFile(t, `
+websocket:
+  allowedOrigins: ["dashboard.example.com", "*.example.org"]
+  maxSockets: 5
+  maxSocketsPerClient: 2
+  maxSubscriptionsPerSocket: 3
+  pingInterval: 10s
+  pongTimeout: 4s
+  writeTimeout: 3s
+  maxMessageBytes: 1024
+  subscribeRate: 2.5
+  subscribeBurst: 4
+`)
+	c, err := parse(t, "--config", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := WebSocket{
+		AllowedOrigins: []string{"dashboard.example.com", "*.example.org"}, MaxSockets: 5, MaxSocketsPerClient: 2,
+		MaxSubscriptionsPerSocket: 3, PingInterval: Duration(10 * time.Second), PongTimeout: Duration(4 * time.Second),
+		WriteTimeout: Duration(3 * time.Second), MaxMessageBytes: 1024, SubscribeRate: 2.5, SubscribeBurst: 4,
+	}
+	if diff := cmp.Diff(want, c.WebSocket); diff != "" {
+		t.Fatalf("(-want +got):\n%s", diff)
 	}
 }
