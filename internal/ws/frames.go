@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -72,24 +73,29 @@ func badRequest(f *clientFrame, format string, args ...any) *requestError {
 // parseClientFrame decodes and validates one client text frame. Errors are
 // *requestError; when the frame names a known type and an id, the error
 // carries them so the client can tell which request failed.
+//
+// Field names are matched exactly (encoding/json alone would accept
+// "labelselector" for "labelSelector"), and unknown fields are refused, so
+// a misspelt field never silently widens a subscription.
 func parseClientFrame(data []byte) (*clientFrame, error) {
-	var f clientFrame
+	var fields map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		// Attribute the error to the request if its type and id can
-		// still be read, so the client knows which one failed.
-		var loose struct {
-			Type string `json:"type"`
-			ID   string `json:"id"`
-		}
-		if json.Unmarshal(data, &loose) == nil && (loose.Type == typeSubscribe || loose.Type == typeUnsubscribe) && validID(loose.ID) == nil {
-			return nil, badRequest(&clientFrame{Type: loose.Type, ID: loose.ID}, "invalid %s frame: %s", loose.Type, jsonError(err))
+	if err := dec.Decode(&fields); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return nil, badRequest(nil, "invalid frame: a frame must be a JSON object, not %s", te.Value)
 		}
 		return nil, badRequest(nil, "invalid frame: %s", jsonError(err))
 	}
-	if dec.More() || dec.InputOffset() < int64(len(bytes.TrimRight(data, " \t\r\n"))) {
+	if fields == nil {
+		return nil, badRequest(nil, "invalid frame: a frame must be a JSON object, not null")
+	}
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, badRequest(nil, "invalid frame: a frame must hold exactly one JSON object")
+	}
+	var f clientFrame
+	if err := decodeField(fields, "type", &f.Type); err != nil {
+		return nil, badRequest(nil, "invalid frame: %v", err)
 	}
 	switch f.Type {
 	case typeSubscribe, typeUnsubscribe:
@@ -98,14 +104,34 @@ func parseClientFrame(data []byte) (*clientFrame, error) {
 	default:
 		return nil, badRequest(nil, `invalid frame: unknown type %q; want "subscribe" or "unsubscribe"`, truncate(f.Type, 64))
 	}
+	if err := decodeField(fields, "id", &f.ID); err != nil {
+		return nil, badRequest(nil, "invalid %s frame: %v", f.Type, err)
+	}
 	if err := validID(f.ID); err != nil {
 		return nil, badRequest(nil, "invalid %s frame: %v", f.Type, err)
 	}
-	if f.Type == typeUnsubscribe {
-		if f.Resource != "" || f.Namespace != "" || f.LabelSelector != "" || f.FieldSelector != "" ||
-			f.ResyncPeriod != "" || f.ResourceVersion != "" || f.SendInitialEvents != nil {
-			return nil, badRequest(&f, `invalid unsubscribe frame: only "type" and "id" are allowed`)
+	// From here on errors name the request.
+	known := map[string]any{"type": nil, "id": nil}
+	if f.Type == typeSubscribe {
+		known = map[string]any{"type": nil, "id": nil, "resource": &f.Resource, "namespace": &f.Namespace,
+			"labelSelector": &f.LabelSelector, "fieldSelector": &f.FieldSelector, "resyncPeriod": &f.ResyncPeriod,
+			"resourceVersion": &f.ResourceVersion, "sendInitialEvents": &f.SendInitialEvents}
+	}
+	for _, name := range sortedKeys(fields) {
+		dst, ok := known[name]
+		switch {
+		case !ok && f.Type == typeUnsubscribe:
+			return nil, badRequest(&f, `invalid unsubscribe frame: unknown field %q; only "type" and "id" are allowed`, truncate(name, 64))
+		case !ok:
+			return nil, badRequest(&f, `invalid subscribe frame: unknown field %q`, truncate(name, 64))
+		case dst == nil:
+			continue
 		}
+		if err := decodeField(fields, name, dst); err != nil {
+			return nil, badRequest(&f, "invalid %s frame: %v", f.Type, err)
+		}
+	}
+	if f.Type == typeUnsubscribe {
 		return &f, nil
 	}
 	if f.Resource == "" {
@@ -130,6 +156,39 @@ func parseClientFrame(data []byte) (*clientFrame, error) {
 		}
 	}
 	return &f, nil
+}
+
+// decodeField decodes fields[name] into dst if present. JSON null leaves
+// dst unset.
+func decodeField(fields map[string]json.RawMessage, name string, dst any) error {
+	raw, ok := fields[name]
+	if !ok {
+		return nil
+	}
+	if err := json.Unmarshal(raw, dst); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return fmt.Errorf("field %q must be a %s, not %s", name, jsonKind(dst), te.Value)
+		}
+		return fmt.Errorf("field %q: %s", name, jsonError(err))
+	}
+	return nil
+}
+
+func jsonKind(dst any) string {
+	if _, ok := dst.(**bool); ok {
+		return "boolean"
+	}
+	return "string"
+}
+
+func sortedKeys(m map[string]json.RawMessage) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 func validID(id string) error {

@@ -126,9 +126,13 @@ func (s *socket) enqueue(frame []byte) {
 	s.signal()
 }
 
-// fail ends the socket, recording why.
+// fail ends the socket, recording why. closePeer is the default reason
+// and never overrides a specific one recorded later: when the writer's
+// deadline closes the connection, the reader may notice first.
 func (s *socket) fail(reason string) {
-	s.closeReason.CompareAndSwap(nil, &reason)
+	if reason != closePeer {
+		s.closeReason.CompareAndSwap(nil, &reason)
+	}
 	s.cancel()
 }
 
@@ -279,12 +283,12 @@ func (s *socket) writeBatch() error {
 		return nil
 	}
 	msg := s.batch.message()
+	start := s.opts.clock.Now()
 	ctx, cancel := context.WithTimeout(s.ctx, s.opts.WriteTimeout)
 	err := s.conn.Write(ctx, websocket.MessageText, msg)
-	timedOut := ctx.Err() == context.DeadlineExceeded
 	cancel()
 	if err != nil {
-		if timedOut {
+		if s.opts.clock.Since(start) >= s.opts.WriteTimeout {
 			s.closeReason.CompareAndSwap(nil, ptr(closeWriteTimeout))
 			s.log.Info("write timed out; dropping connection", zap.Duration("timeout", s.opts.WriteTimeout))
 		}

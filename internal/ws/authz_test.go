@@ -1,0 +1,135 @@
+package ws
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"kubegate/internal/auth"
+	"kubegate/internal/testenv"
+)
+
+// fakeAuthorizer answers with a decision the test changes while streams
+// run, and records the requests it saw.
+type fakeAuthorizer struct {
+	mu       sync.Mutex
+	decide   func(u *auth.User, req auth.Request) (auth.Decision, error)
+	requests []auth.Request
+}
+
+func (f *fakeAuthorizer) Authorize(_ context.Context, u *auth.User, req auth.Request) (auth.Decision, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.requests = append(f.requests, req)
+	return f.decide(u, req)
+}
+
+func (f *fakeAuthorizer) set(decide func(u *auth.User, req auth.Request) (auth.Decision, error)) {
+	f.mu.Lock()
+	f.decide = decide
+	f.mu.Unlock()
+}
+
+func onlyNamespaces(ns ...string) func(*auth.User, auth.Request) (auth.Decision, error) {
+	return func(u *auth.User, req auth.Request) (auth.Decision, error) {
+		if u.Name != "alice" || req.Verb != "watch" || req.Resource.Resource != "configmaps" {
+			return auth.Decision{}, apierrors.NewForbidden(req.Resource.GroupResource(), "", errForbidden)
+		}
+		if req.Namespace != "" {
+			if slices.Contains(ns, req.Namespace) {
+				return auth.Decision{}, nil
+			}
+			return auth.Decision{}, apierrors.NewForbidden(req.Resource.GroupResource(), "", errForbidden)
+		}
+		return auth.Decision{Namespaces: sets.New(ns...)}, nil
+	}
+}
+
+var (
+	errForbidden = forbiddenError("RBAC: access denied")
+	ackGR        = schema.GroupResource{Resource: "configmaps"}
+)
+
+type forbiddenError string
+
+func (e forbiddenError) Error() string { return string(e) }
+
+func TestAuthorizationNarrowsAndIsRechecked(t *testing.T) {
+	env := testenv.Get(t)
+	ns1, ns2 := env.Namespace(t), env.Namespace(t)
+	createCM(t, ns1, "in-1", nil)
+	createCM(t, ns2, "in-2", nil)
+	authz := &fakeAuthorizer{decide: onlyNamespaces(ns1)}
+	ts := startServer(t, startManager(t, env.Config, nil), func(o *Options) {
+		o.Authorizer = authz
+		o.RecheckInterval = 20 * time.Millisecond
+	})
+	c := dialAs(t, ts, "alice")
+
+	// Denied outright: another resource.
+	c.subscribe("secrets", "secrets", "")
+	if f := c.expect("error", "secrets"); f.Status.Code != 403 || f.Request != "subscribe" || f.Ended {
+		t.Fatalf("got %v", f)
+	}
+	// Denied in a namespace alice may not read.
+	c.subscribe("other", "configmaps", ns2)
+	if f := c.expect("error", "other"); f.Status.Code != 403 {
+		t.Fatalf("got %v", f)
+	}
+
+	// Cluster-wide: narrowed to ns1, and the ack says so.
+	c.subscribe("all", "configmaps", "", func(m map[string]any) { m["labelSelector"] = "!unrelated" })
+	ack := c.expect("ack", "all")
+	if !slices.Equal(ack.Namespaces, []string{ns1}) {
+		t.Fatalf("ack namespaces = %v, want [%s]", ack.Namespaces, ns1)
+	}
+	names, _ := c.snapshotBody("all")
+	if !slices.Equal(names, []string{"in-1"}) {
+		t.Fatalf("snapshot = %v, want only ns1's object", names)
+	}
+	createCM(t, ns2, "hidden", nil)
+	createCM(t, ns1, "visible", nil)
+	if f := c.expect("ADDED", "all"); f.name() != "visible" {
+		t.Fatalf("got %v; an object of ns2 leaked", f)
+	}
+
+	// The decision widens: RESET and a snapshot under the new set.
+	authz.set(onlyNamespaces(ns1, ns2))
+	if f := c.expect("RESET", "all"); f.Reason != "Reauthorized" {
+		t.Fatalf("RESET reason %q", f.Reason)
+	}
+	names, _ = c.snapshotBody("all")
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"hidden", "in-1", "in-2", "visible"}) {
+		t.Fatalf("snapshot after widening = %v", names)
+	}
+
+	// Revoked: the subscription ends with 403, the socket stays.
+	authz.set(func(*auth.User, auth.Request) (auth.Decision, error) {
+		return auth.Decision{}, apierrors.NewForbidden(ackGR, "", errForbidden)
+	})
+	if f := c.expect("error", "all"); !f.Ended || f.Status.Code != 403 || f.Request != "" {
+		t.Fatalf("got %v (ended=%v)", f, f.Ended)
+	}
+	authz.set(onlyNamespaces(ns1))
+	c.subscribe("again", "configmaps", ns1, func(m map[string]any) { m["sendInitialEvents"] = false })
+	c.expect("ack", "again")
+	createCM(t, ns1, "next", nil)
+	if f := c.expect("ADDED", "again"); f.name() != "next" {
+		t.Fatalf("got %v", f)
+	}
+
+	authz.mu.Lock()
+	defer authz.mu.Unlock()
+	for _, r := range authz.requests {
+		if r.Verb != "watch" || !r.Namespaced {
+			t.Fatalf("authorized %+v, want verb watch on a namespaced resource", r)
+		}
+	}
+}

@@ -1,0 +1,233 @@
+package ws
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kubegate/internal/testenv"
+)
+
+// TestBadInputGetsErrorFramesAndTheSocketSurvives sends every kind of bad
+// request on one socket that also carries a live subscription, and checks
+// each error frame and that the subscription keeps working.
+func TestBadInputGetsErrorFramesAndTheSocketSurvives(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	ts := startServer(t, startManager(t, env.Config, nil), func(o *Options) { o.MaxSubscriptionsPerSocket = 2 })
+	c := dial(t, ts)
+	c.subscribe("live", "configmaps", ns)
+	c.snapshot("live")
+
+	for _, tc := range []struct {
+		name    string
+		send    string
+		id      string // expected id on the error frame
+		request string
+		code    int32
+		reason  metav1.StatusReason
+		msg     string
+	}{
+		{"malformed JSON", `{"type":"subscribe",`, "", "", 400, metav1.StatusReasonBadRequest, "invalid frame"},
+		{"not an object", `[1,2]`, "", "", 400, metav1.StatusReasonBadRequest, "invalid frame"},
+		{"two objects", `{"type":"unsubscribe","id":"a"} {"type":"unsubscribe","id":"b"}`, "", "", 400, metav1.StatusReasonBadRequest, "exactly one JSON object"},
+		{"empty frame", ``, "", "", 400, metav1.StatusReasonBadRequest, "empty frame"},
+		{"no type", `{"id":"x"}`, "", "", 400, metav1.StatusReasonBadRequest, `"type" is required`},
+		{"unknown type", `{"type":"watch","id":"x"}`, "", "", 400, metav1.StatusReasonBadRequest, `unknown type "watch"`},
+		{"no id", `{"type":"subscribe","resource":"pods"}`, "", "", 400, metav1.StatusReasonBadRequest, `"id" is required`},
+		{"long id", `{"type":"subscribe","id":"` + strings.Repeat("i", 129) + `","resource":"pods"}`, "", "", 400, metav1.StatusReasonBadRequest, "longer than 128"},
+		{"unknown field", `{"type":"subscribe","id":"x","resource":"pods","labelselector":"a=b"}`, "x", "subscribe", 400, metav1.StatusReasonBadRequest, `unknown field "labelselector"`},
+		{"wrong field type", `{"type":"subscribe","id":"x","resource":"pods","sendInitialEvents":"yes"}`, "x", "subscribe", 400, metav1.StatusReasonBadRequest, `field "sendInitialEvents" must be a boolean, not string`},
+		{"no resource", `{"type":"subscribe","id":"x"}`, "x", "subscribe", 400, metav1.StatusReasonBadRequest, `"resource" is required`},
+		{"bad resync", `{"type":"subscribe","id":"x","resource":"pods","resyncPeriod":"often"}`, "x", "subscribe", 400, metav1.StatusReasonBadRequest, `"resyncPeriod"`},
+		{"negative resync", `{"type":"subscribe","id":"x","resource":"pods","resyncPeriod":"-1s"}`, "x", "subscribe", 400, metav1.StatusReasonBadRequest, `"resyncPeriod"`},
+		{"bad resourceVersion", `{"type":"subscribe","id":"x","resource":"pods","resourceVersion":"abc"}`, "x", "subscribe", 400, metav1.StatusReasonBadRequest, `"resourceVersion"`},
+		{"unknown resource", `{"type":"subscribe","id":"x","resource":"podz"}`, "x", "subscribe", 404, metav1.StatusReasonNotFound, `resource type "podz"`},
+		{"bad label selector", `{"type":"subscribe","id":"x","resource":"pods","labelSelector":"a=(b"}`, "x", "subscribe", 400, metav1.StatusReasonBadRequest, "invalid labelSelector"},
+		{"unsupported field selector", `{"type":"subscribe","id":"x","resource":"configmaps","fieldSelector":"spec.nodeName=n1"}`, "x", "subscribe", 400, metav1.StatusReasonBadRequest, `field "spec.nodeName" is not supported`},
+		{"namespace on cluster-scoped", `{"type":"subscribe","id":"x","resource":"nodes","namespace":"default"}`, "x", "subscribe", 400, metav1.StatusReasonBadRequest, "cluster-scoped"},
+		{"duplicate id", `{"type":"subscribe","id":"live","resource":"secrets"}`, "live", "subscribe", 409, metav1.StatusReasonAlreadyExists, `"live" already exists`},
+		{"unsubscribe unknown", `{"type":"unsubscribe","id":"nope"}`, "nope", "unsubscribe", 404, metav1.StatusReasonNotFound, `no subscription "nope"`},
+		{"unsubscribe with extras", `{"type":"unsubscribe","id":"live","resource":"pods"}`, "live", "unsubscribe", 400, metav1.StatusReasonBadRequest, "only \"type\" and \"id\""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c.send(tc.send)
+			f := c.next()
+			if f.Type != "error" || f.Status == nil {
+				t.Fatalf("got %v, want an error frame", f)
+			}
+			st := f.Status
+			if f.ID != tc.id || f.Request != tc.request || f.Ended || st.Code != tc.code || st.Reason != tc.reason ||
+				st.Kind != "Status" || st.Status != metav1.StatusFailure || !strings.Contains(st.Message, tc.msg) {
+				t.Fatalf("got error id=%q request=%q ended=%v status=%+v; want id=%q request=%q code=%d reason=%s message containing %q",
+					f.ID, f.Request, f.Ended, st, tc.id, tc.request, tc.code, tc.reason, tc.msg)
+			}
+		})
+	}
+
+	t.Run("binary frame", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.c.Write(ctx, websocket.MessageBinary, []byte(`{"type":"unsubscribe","id":"live"}`)); err != nil {
+			t.Fatal(err)
+		}
+		if f := c.next(); f.Type != "error" || f.Status.Code != 400 || !strings.Contains(f.Status.Message, "binary frames are not supported") {
+			t.Fatalf("got %v", f)
+		}
+	})
+
+	t.Run("too many subscriptions", func(t *testing.T) {
+		c.subscribe("second", "configmaps", ns, func(m map[string]any) { m["sendInitialEvents"] = false })
+		c.expect("ack", "second")
+		c.subscribe("third", "configmaps", ns)
+		if f := c.expect("error", "third"); f.Status.Code != 429 || f.Status.Reason != metav1.StatusReasonTooManyRequests {
+			t.Fatalf("got %v", f)
+		}
+		c.send(`{"type":"unsubscribe","id":"second"}`)
+		c.expect("ack", "second")
+	})
+
+	// After all that, the original subscription still delivers.
+	createCM(t, ns, "still-here", nil)
+	if f := c.expect("ADDED", "live"); f.name() != "still-here" {
+		t.Fatalf("got %v", f)
+	}
+}
+
+func TestSubscribeRateLimit(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	ts := startServer(t, startManager(t, env.Config, nil), func(o *Options) {
+		o.SubscribeRate = 0.001 // no refill during the test
+		o.SubscribeBurst = 2
+	})
+	c := dial(t, ts)
+	for _, id := range []string{"a", "b"} {
+		c.subscribe(id, "configmaps", ns, func(m map[string]any) { m["sendInitialEvents"] = false })
+		c.expect("ack", id)
+	}
+	c.subscribe("c", "configmaps", ns)
+	if f := c.expect("error", "c"); f.Status.Code != 429 || !strings.Contains(f.Status.Message, "too fast") {
+		t.Fatalf("got %v", f)
+	}
+}
+
+func TestOversizedMessageClosesWith1009(t *testing.T) {
+	env := testenv.Get(t)
+	ts := startServer(t, startManager(t, env.Config, nil), func(o *Options) { o.MaxMessageBytes = 1024 })
+	c := dial(t, ts)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	big := `{"type":"subscribe","id":"x","resource":"pods","labelSelector":"` + strings.Repeat("a", 2048) + `"}`
+	if err := c.c.Write(ctx, websocket.MessageText, []byte(big)); err != nil {
+		t.Fatal(err)
+	}
+	if code := c.closeStatus(); code != websocket.StatusMessageTooBig {
+		t.Fatalf("close code = %d, want 1009", code)
+	}
+	eventually(t, "the socket to be closed", func() bool { return ts.Sockets() == 0 })
+	if n := counterValue(ts.metrics.closes.WithLabelValues(closeTooBig)); n != 1 {
+		t.Fatalf("too_big closes = %v", n)
+	}
+}
+
+func TestHandshake(t *testing.T) {
+	env := testenv.Get(t)
+	ts := startServer(t, startManager(t, env.Config, nil), func(o *Options) {
+		o.AllowedOrigins = []string{"dashboard.example.com"}
+	})
+
+	t.Run("without kubegate.v1", func(t *testing.T) {
+		_, resp, err := dialOpts(t, ts, nil, "chat")
+		if err == nil || resp == nil || resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("dial: %v, response %v; want 400", err, resp)
+		}
+		var st metav1.Status
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || !strings.Contains(st.Message, "kubegate.v1") {
+			t.Fatalf("body: %+v %v", st, err)
+		}
+	})
+	t.Run("plain HTTP", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodGet, ts.http.URL, nil)
+		req.Header.Set("Sec-WebSocket-Protocol", Subprotocol)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUpgradeRequired {
+			t.Fatalf("status %d, want 426", resp.StatusCode)
+		}
+	})
+	t.Run("token protocol is never selected", func(t *testing.T) {
+		tok := "base64url.bearer.authorization.k8s.io.c2VjcmV0"
+		c, resp, err := dialOpts(t, ts, nil, tok, Subprotocol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.CloseNow()
+		if got := resp.Header.Get("Sec-WebSocket-Protocol"); got != Subprotocol {
+			t.Fatalf("selected %q", got)
+		}
+	})
+	for origin, ok := range map[string]bool{
+		"https://dashboard.example.com": true,
+		"https://evil.example.com":      false,
+		"null":                          false,
+	} {
+		t.Run("origin "+origin, func(t *testing.T) {
+			c, resp, err := dialOpts(t, ts, http.Header{"Origin": {origin}})
+			if ok {
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.CloseNow()
+				return
+			}
+			if err == nil {
+				c.CloseNow()
+				t.Fatal("cross-site handshake accepted")
+			}
+			if resp == nil || resp.StatusCode != http.StatusForbidden {
+				t.Fatalf("response %v, want 403", resp)
+			}
+		})
+	}
+	t.Run("same host", func(t *testing.T) {
+		c, _, err := dialOpts(t, ts, http.Header{"Origin": {ts.http.URL}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.CloseNow()
+	})
+}
+
+func TestSocketLimits(t *testing.T) {
+	env := testenv.Get(t)
+	ts := startServer(t, startManager(t, env.Config, nil), func(o *Options) {
+		o.MaxSockets = 3
+		o.MaxSocketsPerClient = 2
+	})
+	dialAs(t, ts, "alice")
+	dialAs(t, ts, "alice")
+	eventually(t, "two sockets", func() bool { return ts.Sockets() == 2 })
+	if code := dialAs(t, ts, "alice").closeStatus(); code != websocket.StatusPolicyViolation {
+		t.Fatalf("third socket of alice: close %d, want 1008", code)
+	}
+	dialAs(t, ts, "bob")
+	eventually(t, "three sockets", func() bool { return ts.Sockets() == 3 })
+	if code := dialAs(t, ts, "carol").closeStatus(); code != websocket.StatusTryAgainLater {
+		t.Fatalf("socket over the total: close %d, want 1013", code)
+	}
+	if n := counterValue(ts.metrics.rejected.WithLabelValues("max_sockets_per_client")); n != 1 {
+		t.Fatalf("rejected per client = %v", n)
+	}
+}
