@@ -12,6 +12,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -29,6 +30,8 @@ var testUsers = []controlplane.User{
 	{Name: "alice", Groups: []string{"devs"}},
 	{Name: "bob"},
 	{Name: "carol"},
+	{Name: "dave"}, // end-to-end tests
+	{Name: "erin"},
 }
 
 func TestMain(m *testing.M) { testenv.Main(m, testenv.Options{Users: testUsers}) }
@@ -88,6 +91,15 @@ func grantPodReader(t *testing.T, ns, user string) string {
 	if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// Namespaces are never really deleted without a controller-manager,
+	// so a binding left behind would widen the user's access in a later
+	// run (-count).
+	t.Cleanup(func() {
+		err := cs.RbacV1().RoleBindings(ns).Delete(context.Background(), rb.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete RoleBinding: %v", err)
+		}
+	})
 	return rb.Name
 }
 

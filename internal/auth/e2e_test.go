@@ -1,0 +1,384 @@
+package auth_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"go.uber.org/zap/zaptest"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"kubegate/internal/auth"
+	httpapi "kubegate/internal/http"
+	"kubegate/internal/informer"
+	"kubegate/internal/testenv"
+	"kubegate/internal/ws"
+)
+
+// gateway is the whole serving stack as main wires it: TokenReview,
+// SubjectAccessReview narrowed by the namespaces informer, /login, the
+// WebSocket server and the HTTP server, against the test apiserver.
+type gateway struct {
+	base string // http://127.0.0.1:port
+}
+
+const (
+	e2eRecheck  = 500 * time.Millisecond
+	e2eAllowTTL = time.Second
+)
+
+func startGateway(t *testing.T) *gateway {
+	t.Helper()
+	env := testenv.Get(t)
+	log := zaptest.NewLogger(t)
+	mgr, err := informer.New(informer.Options{Config: env.Config, Logger: log.Named("informer")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := auth.NewTokenReview(auth.TokenReviewOptions{Client: env.Client, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bearer, err := auth.NewBearer(auth.BearerOptions{Tokens: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	login, err := auth.NewLogin(auth.LoginOptions{Tokens: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	authz, err := auth.NewSubjectAccessReview(auth.SubjectAccessReviewOptions{
+		Client: env.Client, Namespaces: auth.InformerNamespaces(mgr),
+		AllowTTL: e2eAllowTTL, DenyTTL: 200 * time.Millisecond, Logger: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wsServer, err := ws.New(ws.Options{Manager: mgr, Authorizer: authz, RecheckInterval: e2eRecheck, Logger: log.Named("ws")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := httpapi.New(httpapi.Options{
+		Manager: mgr, Listener: ln, Logger: log.Named("http"),
+		Authenticator: bearer, Authorizer: authz, Login: login, RecheckInterval: e2eRecheck,
+		WebSocket: wsServer,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 3)
+	go func() { done <- mgr.Start(ctx) }()
+	go func() { done <- wsServer.Start(ctx) }()
+	go func() { done <- srv.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		for range 3 {
+			if err := <-done; err != nil {
+				t.Errorf("stop: %v", err)
+			}
+		}
+	})
+	return &gateway{base: "http://" + ln.Addr().String()}
+}
+
+type frame struct {
+	Type       string          `json:"type"`
+	ID         string          `json:"id"`
+	Request    string          `json:"request"`
+	Ended      bool            `json:"ended"`
+	Namespaces []string        `json:"namespaces"`
+	Status     *metav1.Status  `json:"status"`
+	Object     json.RawMessage `json:"object"`
+	Events     []frame         `json:"events"`
+}
+
+func (f frame) namespace() string {
+	var o struct {
+		Metadata struct{ Namespace string } `json:"metadata"`
+	}
+	_ = json.Unmarshal(f.Object, &o)
+	return o.Metadata.Namespace
+}
+
+type wsClient struct {
+	t       *testing.T
+	c       *websocket.Conn
+	pending []frame
+}
+
+func (g *gateway) dial(t *testing.T, h http.Header, protocols ...string) (*wsClient, *http.Response, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	c, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(g.base, "http")+"/ws",
+		&websocket.DialOptions{Subprotocols: append([]string{ws.Subprotocol}, protocols...), HTTPHeader: h})
+	if err != nil {
+		return nil, resp, err
+	}
+	c.SetReadLimit(-1)
+	t.Cleanup(func() { c.CloseNow() })
+	return &wsClient{t: t, c: c}, resp, nil
+}
+
+func bearerProtocol(tok string) string {
+	return auth.BearerProtocolPrefix + base64.RawURLEncoding.EncodeToString([]byte(tok))
+}
+
+func (c *wsClient) send(v any) {
+	c.t.Helper()
+	b, _ := json.Marshal(v)
+	if err := c.c.Write(c.t.Context(), websocket.MessageText, b); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// next returns the next frame (batches unpacked) or fails after timeout.
+func (c *wsClient) next(timeout time.Duration) frame {
+	c.t.Helper()
+	for len(c.pending) == 0 {
+		ctx, cancel := context.WithTimeout(c.t.Context(), timeout)
+		_, b, err := c.c.Read(ctx)
+		cancel()
+		if err != nil {
+			c.t.Fatalf("read: %v", err)
+		}
+		var f frame
+		if err := json.Unmarshal(b, &f); err != nil {
+			c.t.Fatalf("frame %s: %v", b, err)
+		}
+		if f.Type == "batch" {
+			c.pending = append(c.pending, f.Events...)
+		} else {
+			c.pending = append(c.pending, f)
+		}
+	}
+	f := c.pending[0]
+	c.pending = c.pending[1:]
+	return f
+}
+
+// subscribe subscribes and returns the ack and the snapshot's namespaces.
+func (c *wsClient) subscribe(id, resource string) (ack frame, namespaces []string) {
+	c.t.Helper()
+	c.send(map[string]any{"type": "subscribe", "id": id, "resource": resource})
+	ack = c.next(30 * time.Second)
+	if ack.Type != "ack" {
+		return ack, nil
+	}
+	for {
+		f := c.next(30 * time.Second)
+		switch f.Type {
+		case "ADDED":
+			namespaces = append(namespaces, f.namespace())
+		case "END_OF_SNAPSHOT":
+			return ack, namespaces
+		default:
+			c.t.Fatalf("unexpected %s frame in the snapshot", f.Type)
+		}
+	}
+}
+
+func createPod(t *testing.T, ns, name string) {
+	t.Helper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}
+	if _, err := testenv.Get(t).Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func bindPodReader(t *testing.T, ns, user string) string {
+	t.Helper()
+	cs := testenv.Get(t).Client
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "pod-reader"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}}}}
+	if _, err := cs.RbacV1().Roles(ns).Create(t.Context(), role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "pod-reader-" + user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "pod-reader"},
+		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}}}
+	if _, err := cs.RbacV1().RoleBindings(ns).Create(t.Context(), rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Namespaces are never really deleted without a controller-manager,
+	// so a binding left behind would widen the user's access in a later
+	// run (-count).
+	t.Cleanup(func() {
+		err := cs.RbacV1().RoleBindings(ns).Delete(context.Background(), rb.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete RoleBinding: %v", err)
+		}
+	})
+	return rb.Name
+}
+
+func userToken(t *testing.T, name string) string {
+	t.Helper()
+	return testenv.Get(t).CP.UserConfig(name).BearerToken
+}
+
+// waitRBAC waits until the apiserver's authorizer lets user list pods in
+// ns: RoleBindings reach it through its informers, a moment after they
+// are written.
+func waitRBAC(t *testing.T, user, ns string) {
+	t.Helper()
+	cs := testenv.Get(t).Client
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		rev, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Verb: "watch", Resource: "pods", Namespace: ns}}}, metav1.CreateOptions{})
+		return err == nil && rev.Status.Allowed, nil
+	})
+	if err != nil {
+		t.Fatalf("RBAC never allowed %s in %s: %v", user, ns, err)
+	}
+}
+
+func TestEndToEndWebSocket(t *testing.T) {
+	env := testenv.Get(t)
+	g := startGateway(t)
+	nsA, nsB := env.Namespace(t), env.Namespace(t)
+	createPod(t, nsA, "mine")
+	createPod(t, nsB, "theirs")
+	bindPodReader(t, nsA, "dave")
+	waitRBAC(t, "dave", nsA)
+
+	dave, _, err := g.dial(t, nil, bearerProtocol(userToken(t, "dave")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("cluster-wide pods are only his namespace's", func(t *testing.T) {
+		ack, nss := dave.subscribe("pods", "pods")
+		if ack.Type != "ack" || !slices.Equal(ack.Namespaces, []string{nsA}) {
+			t.Fatalf("ack %+v, want namespaces [%s]", ack, nsA)
+		}
+		if !slices.Equal(nss, []string{nsA}) {
+			t.Fatalf("snapshot objects from namespaces %v, want only %s", nss, nsA)
+		}
+	})
+	t.Run("secrets are forbidden", func(t *testing.T) {
+		f, _ := dave.subscribe("secrets", "secrets")
+		if f.Type != "error" || f.Status == nil || f.Status.Code != http.StatusForbidden {
+			t.Fatalf("frame %+v, want a 403 error", f)
+		}
+	})
+
+	for _, tc := range []struct {
+		name      string
+		header    http.Header
+		protocols []string
+		code      int
+	}{
+		{"invalid token", http.Header{"Authorization": {"Bearer nope"}}, nil, http.StatusUnauthorized},
+		{"malformed subprotocol token", nil, []string{auth.BearerProtocolPrefix + "%%%"}, http.StatusUnauthorized},
+		{"duplicate subprotocol tokens", nil, []string{bearerProtocol("a"), bearerProtocol("b")}, http.StatusUnauthorized},
+		{"no credentials", nil, nil, http.StatusUnauthorized},
+		{"cookie from a foreign origin", http.Header{"Cookie": {auth.CookieName + "=" + userToken(t, "dave")}, "Origin": {"https://evil.example"}}, nil, http.StatusForbidden},
+	} {
+		t.Run(tc.name+" is refused before the upgrade", func(t *testing.T) {
+			_, resp, err := g.dial(t, tc.header, tc.protocols...)
+			if err == nil || resp == nil || resp.StatusCode != tc.code {
+				t.Fatalf("err %v, response %v; want HTTP %d", err, resp, tc.code)
+			}
+		})
+	}
+
+	t.Run("cookie from login, same origin", func(t *testing.T) {
+		resp, err := http.Post(g.base+"/login", "application/x-www-form-urlencoded", strings.NewReader("token="+userToken(t, "dave")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || len(resp.Cookies()) != 1 {
+			t.Fatalf("login: %d %v", resp.StatusCode, resp.Cookies())
+		}
+		c, _, err := g.dial(t, http.Header{"Cookie": {resp.Cookies()[0].String()}, "Origin": {g.base}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ack, _ := c.subscribe("pods", "pods"); ack.Type != "ack" || !slices.Equal(ack.Namespaces, []string{nsA}) {
+			t.Fatalf("ack %+v", ack)
+		}
+	})
+
+	t.Run("token in the URL", func(t *testing.T) {
+		resp, err := http.Get(g.base + "/ws?access_token=" + userToken(t, "dave"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("status %d, want 400", resp.StatusCode)
+		}
+	})
+}
+
+// TestEndToEndRevocation deletes a RoleBinding under a live subscription:
+// it must end with a 403 within RecheckInterval + AllowTTL (plus the
+// apiserver's own RBAC informer lag), and no event may follow.
+func TestEndToEndRevocation(t *testing.T) {
+	env := testenv.Get(t)
+	g := startGateway(t)
+	ns := env.Namespace(t)
+	rb := bindPodReader(t, ns, "erin")
+	waitRBAC(t, "erin", ns)
+	erin, _, err := g.dial(t, http.Header{"Authorization": {"Bearer " + userToken(t, "erin")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack, _ := erin.subscribe("pods", "pods"); ack.Type != "ack" || !slices.Equal(ack.Namespaces, []string{ns}) {
+		t.Fatalf("ack %+v, want namespaces [%s]", ack, ns)
+	}
+	createPod(t, ns, "live")
+	for f := erin.next(30 * time.Second); f.Type != "ADDED"; f = erin.next(30 * time.Second) {
+	}
+
+	revoked := time.Now()
+	if err := env.Client.RbacV1().RoleBindings(ns).Delete(t.Context(), rb, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const bound = e2eRecheck + e2eAllowTTL + 2*time.Second
+	f := erin.next(bound + 5*time.Second)
+	for f.Type == "MODIFIED" || f.Type == "ADDED" || f.Type == "SYNC" {
+		f = erin.next(bound + 5*time.Second) // events from before the revocation
+	}
+	took := time.Since(revoked)
+	if f.Type != "error" || !f.Ended || f.Status == nil || f.Status.Code != http.StatusForbidden {
+		t.Fatalf("frame %+v, want an ended 403 error", f)
+	}
+	if took > bound {
+		t.Fatalf("subscription ended %v after the revocation, want at most %v", took, bound)
+	}
+	t.Logf("revocation took %v", took)
+
+	// No event for the ended subscription follows.
+	createPod(t, ns, "after")
+	erin.send(map[string]any{"type": "unsubscribe", "id": "nothing"})
+	for {
+		f := erin.next(10 * time.Second)
+		if f.Type == "error" && f.Request == "unsubscribe" {
+			break // the socket answered, in order, with nothing in between
+		}
+		if f.Object != nil {
+			t.Fatalf("event after revocation: %+v", f)
+		}
+	}
+}
