@@ -248,6 +248,7 @@ func (d devcluster) run(ctx context.Context, o runOptions) (err error) {
                 kubectl --server %[1]s get pods -A
     WebSocket:  ws://%[2]s/ws   (subprotocol kubegate.v1, see docs/protocol.md)
     Health:     %[1]s/readyz?verbose   Metrics: %[1]s/metrics
+    Auth:       off for local use unless GATEWAY_FLAGS say otherwise (docs/auth.md)
   Press Ctrl-C to stop.
 
 `, base, o.listen)
