@@ -330,3 +330,83 @@ func TestShutdownClosesWithGoingAway(t *testing.T) {
 		t.Fatalf("shutdown closes = %v, want 3", n)
 	}
 }
+
+// TestClientThatKeepsFallingBehindIsClosed: a client that reads, but too
+// slowly for the change rate, overflows into RESET and a snapshot again
+// and again; after MaxSlowResets in a row it is closed with 4001.
+func TestClientThatKeepsFallingBehindIsClosed(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	big := strings.Repeat("x", 700<<10)
+	cms := env.Client.CoreV1().ConfigMaps(ns)
+	t.Cleanup(func() {
+		_ = cms.DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+	})
+	// A snapshot larger than the TCP buffers, so that the writer blocks
+	// on it while the client does not read.
+	for i := range 12 {
+		if _, err := cms.Create(context.Background(), &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("big-", i)}, Data: map[string]string{"x": big},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tick := createCM(t, ns, "tick", nil)
+	ts := startServer(t, startManager(t, env.Config, nil), func(o *Options) {
+		o.ListenerMaxEvents = 2
+		o.WriteTimeout = time.Minute
+		o.PingInterval = time.Hour
+	})
+	c := dial(t, ts)
+	c.subscribe("s", "configmaps", ns)
+
+	listener := func() *informer.Listener {
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		for sock := range ts.sockets {
+			sock.mu.Lock()
+			defer sock.mu.Unlock()
+			if sub := sock.subs["s"]; sub != nil {
+				return sub.l
+			}
+		}
+		return nil
+	}
+	eventually(t, "the subscription to start", func() bool { return listener() != nil })
+	l := listener()
+	// The first message (the ack and the start of the snapshot) shows the
+	// writer has taken the snapshot; the rest of it blocks the writer.
+	if f := c.next(); f.Type != "ack" {
+		t.Fatalf("first frame %v", f)
+	}
+	for round := 1; round <= 3; round++ {
+		// While the writer is blocked on the snapshot, changes overflow
+		// the subscription's bound.
+		for i := range 3 {
+			tick = updateCM(t, tick, fmt.Sprint(round, i))
+		}
+		eventually(t, "the subscription to overflow", l.Overflowed)
+		// Read up to the RESET: the writer completes its write, then
+		// sends RESET and the next snapshot, on which it blocks again.
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_, data, err := c.c.Read(ctx)
+			cancel()
+			if err != nil {
+				if round == 3 && websocket.CloseStatus(err) == 4001 {
+					break
+				}
+				t.Fatalf("round %d: %v", round, err)
+			}
+			if strings.Contains(string(data), `{"type":"RESET","id":"s","reason":"Overflow"}`) {
+				break
+			}
+		}
+	}
+	if code := c.closeStatus(); code != 4001 {
+		t.Fatalf("close code %d, want 4001", code)
+	}
+	eventually(t, "the slow_consumer close to be counted", func() bool {
+		return counterValue(ts.metrics.closes.WithLabelValues(closeSlowConsumer)) == 1
+	})
+}

@@ -73,6 +73,9 @@ type Options struct {
 	// MaxBatchBytes is the size at which a batch frame stops growing.
 	// Default 256 KiB.
 	MaxBatchBytes int
+	// ShutdownGrace bounds how long Start waits for sockets to finish
+	// their close handshake before dropping them. Default 5s.
+	ShutdownGrace time.Duration
 	// MaxSlowResets is how many overflow RESETs in a row, without catching
 	// up in between, close a socket with 4001. Default 3.
 	MaxSlowResets int
@@ -104,6 +107,7 @@ func (o Options) withDefaults() (Options, error) {
 	setDefault(&o.SyncTimeout, 60*time.Second)
 	setDefault(&o.MaxBatchBytes, 256<<10)
 	setDefault(&o.MaxSlowResets, 3)
+	setDefault(&o.ShutdownGrace, 5*time.Second)
 	if o.clock == nil {
 		o.clock = clock.RealClock{}
 	}
@@ -164,7 +168,8 @@ func New(opts Options) (*Server, error) {
 
 // Start blocks until ctx ends, then closes every socket with 1001
 // (going away) and returns once their goroutines have exited. New sockets
-// are refused from then on.
+// are refused from then on. Sockets whose close handshake has not finished
+// within ShutdownGrace (a peer that does not read) are dropped.
 func (s *Server) Start(ctx context.Context) error {
 	<-ctx.Done()
 	s.mu.Lock()
@@ -175,7 +180,29 @@ func (s *Server) Start(ctx context.Context) error {
 	if n > 0 {
 		s.log.Info("closing sockets", zap.Int("sockets", n))
 	}
-	s.wg.Wait()
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	grace := s.opts.clock.NewTimer(s.opts.ShutdownGrace)
+	defer grace.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-grace.C():
+	}
+	s.mu.Lock()
+	stuck := make([]*socket, 0, len(s.sockets))
+	for sock := range s.sockets {
+		stuck = append(stuck, sock)
+	}
+	s.mu.Unlock()
+	s.log.Info("dropping sockets that did not close in time", zap.Int("sockets", len(stuck)), zap.Duration("grace", s.opts.ShutdownGrace))
+	for _, sock := range stuck {
+		_ = sock.conn.CloseNow()
+	}
+	<-done
 	return nil
 }
 
