@@ -71,11 +71,41 @@ type socket struct {
 	// they must reach the client, ahead of any event popped after them.
 	ctl [][]byte
 
-	// Writer-owned scratch, reused across flushes.
-	batch       batch
-	notes       []informer.Notification
-	active      []*subscription
-	resetStreak int // flushes in a row that carried an overflow RESET
+	// Writer-owned.
+	sc          *scratch // set during a flush
+	resetStreak int      // flushes in a row that carried an overflow RESET
+}
+
+// scratch is the writer's working memory for one flush. It is pooled
+// across sockets, so an idle socket holds none of it (a snapshot can grow
+// it to hundreds of KiB).
+type scratch struct {
+	batch  batch
+	notes  []informer.Notification
+	active []*subscription
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// Larger scratch buffers (a huge object or snapshot passed) are left to
+// the garbage collector rather than pooled.
+const (
+	maxPooledBatch = 1 << 20
+	maxPooledNotes = 1 << 14
+)
+
+// release drops the references a flush left and returns sc to the pool.
+func (sc *scratch) release() {
+	clear(sc.notes) // each pop's notes are cleared after use; these are the last
+	clear(sc.active)
+	sc.notes, sc.active = sc.notes[:0], sc.active[:0]
+	if cap(sc.batch.buf) > maxPooledBatch {
+		sc.batch.buf = nil
+	}
+	if cap(sc.notes) > maxPooledNotes {
+		sc.notes = nil
+	}
+	scratchPool.Put(sc)
 }
 
 // subscription is one subscribe request. Fields are set before it is
@@ -214,41 +244,45 @@ func ptr[T any](v T) *T { return &v }
 // flush writes the queued control frames, then everything each
 // subscription's listener holds, packed into batches.
 func (s *socket) flush() error {
+	s.sc = scratchPool.Get().(*scratch)
+	defer func() {
+		s.sc.release()
+		s.sc = nil
+	}()
 	s.mu.Lock()
 	ctl := s.ctl
 	s.ctl = nil
-	s.active = s.active[:0]
+	s.sc.active = s.sc.active[:0]
 	for _, sub := range s.subs {
 		if sub.l != nil {
-			s.active = append(s.active, sub)
+			s.sc.active = append(s.sc.active, sub)
 		}
 	}
 	s.mu.Unlock()
 
-	s.batch.reset()
+	s.sc.batch.reset()
 	for _, f := range ctl {
 		if err := s.add(f); err != nil {
 			return err
 		}
 	}
 	overflowed := false
-	for _, sub := range s.active {
-		s.notes = sub.l.Pop(s.notes[:0])
-		for i := range s.notes {
-			n := &s.notes[i]
+	for _, sub := range s.sc.active {
+		s.sc.notes = sub.l.Pop(s.sc.notes[:0])
+		for i := range s.sc.notes {
+			n := &s.sc.notes[i]
 			if n.Type == informer.Reset {
 				overflowed = true
 				s.srv.metrics.resets.WithLabelValues(resetOverflow).Inc()
 			}
-			s.batch.begin()
-			s.batch.buf = appendEvent(s.batch.buf, sub.qid, n)
+			s.sc.batch.begin()
+			s.sc.batch.buf = appendEvent(s.sc.batch.buf, sub.qid, n)
 			if err := s.maybeWrite(); err != nil {
 				return err
 			}
 		}
-		clear(s.notes) // drop object references until the next pop
+		clear(s.sc.notes) // drop object references before the next pop
 	}
-	clear(s.active)
 	if err := s.writeBatch(); err != nil {
 		return err
 	}
@@ -266,23 +300,23 @@ func (s *socket) flush() error {
 }
 
 func (s *socket) add(frame []byte) error {
-	s.batch.add(frame)
+	s.sc.batch.add(frame)
 	return s.maybeWrite()
 }
 
 // maybeWrite writes the batch once it has reached MaxBatchBytes.
 func (s *socket) maybeWrite() error {
-	if s.batch.size() < s.opts.MaxBatchBytes {
+	if s.sc.batch.size() < s.opts.MaxBatchBytes {
 		return nil
 	}
 	return s.writeBatch()
 }
 
 func (s *socket) writeBatch() error {
-	if s.batch.count == 0 {
+	if s.sc.batch.count == 0 {
 		return nil
 	}
-	msg := s.batch.message()
+	msg := s.sc.batch.message()
 	start := s.opts.clock.Now()
 	ctx, cancel := context.WithTimeout(s.ctx, s.opts.WriteTimeout)
 	err := s.conn.Write(ctx, websocket.MessageText, msg)
@@ -297,13 +331,9 @@ func (s *socket) writeBatch() error {
 	}
 	m := s.srv.metrics
 	m.frames.Inc()
-	m.events.Add(float64(s.batch.count))
+	m.events.Add(float64(s.sc.batch.count))
 	m.bytes.Add(float64(len(msg)))
-	s.batch.reset()
-	if cap(s.batch.buf) > 4*s.opts.MaxBatchBytes {
-		s.batch.buf = nil // a huge object passed; do not keep its buffer
-		s.batch.reset()
-	}
+	s.sc.batch.reset()
 	return nil
 }
 
