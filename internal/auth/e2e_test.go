@@ -335,6 +335,7 @@ func TestEndToEndWebSocket(t *testing.T) {
 // it must end with a 403 within RecheckInterval + AllowTTL (plus the
 // apiserver's own RBAC informer lag), and no event may follow.
 func TestEndToEndRevocation(t *testing.T) {
+	t.Parallel() // slow: waits on the apiserver's caches
 	env := testenv.Get(t)
 	g := startGateway(t)
 	ns := env.Namespace(t)

@@ -112,6 +112,7 @@ func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool,
 }
 
 func TestIntegrationTokenReview(t *testing.T) {
+	t.Parallel() // slow: waits on the apiserver's caches
 	env := testenv.Get(t)
 	a, err := NewTokenReview(TokenReviewOptions{Client: env.Client, Logger: zaptest.NewLogger(t)})
 	if err != nil {
@@ -189,6 +190,35 @@ func TestIntegrationTokenReview(t *testing.T) {
 		if u, err := own.AuthenticateToken(ctx, kg.Status.Token); err != nil || u.Name != "system:serviceaccount:"+ns+":dashboard" {
 			t.Fatalf("token for kubegate: %v, %v", u, err)
 		}
+	})
+
+	t.Run("token of a deleted service account", func(t *testing.T) {
+		ns := env.Namespace(t)
+		ctx := t.Context()
+		sa, err := env.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "gone"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := env.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		uncached, err := NewTokenReview(TokenReviewOptions{Client: env.Client, SuccessTTL: -1, FailureTTL: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := uncached.AuthenticateToken(ctx, tr.Status.Token); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Client.CoreV1().ServiceAccounts(ns).Delete(ctx, sa.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// The apiserver keeps authenticated tokens in a cache of its own
+		// (10s), so the refusal comes only after that.
+		eventually(t, "token refused", func(ctx context.Context) (bool, error) {
+			_, err := uncached.AuthenticateToken(ctx, tr.Status.Token)
+			return isCode(err, http.StatusUnauthorized), nil
+		})
 	})
 }
 
@@ -294,6 +324,7 @@ func TestIntegrationRBAC(t *testing.T) {
 // TestIntegrationRevocation deletes a RoleBinding and checks the decision
 // flips within the allow TTL (plus the apiserver's own RBAC cache lag).
 func TestIntegrationRevocation(t *testing.T) {
+	t.Parallel() // slow: waits on the apiserver's caches
 	env := testenv.Get(t)
 	ns := env.Namespace(t)
 	rb := grantPodReader(t, ns, "bob")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -68,4 +69,23 @@ func TestTokenFileBadInput(t *testing.T) {
 	if _, err := LoadTokenFile("/nonexistent/tokens.csv"); err == nil || !strings.Contains(err.Error(), "token file") {
 		t.Fatalf("missing file: %v", err)
 	}
+}
+
+// FuzzParseTokenFile: any input parses or fails cleanly, and every token
+// parsed authenticates as a named user in system:authenticated.
+func FuzzParseTokenFile(f *testing.F) {
+	f.Add("t1,alice,a-1,\"devs,qa\"\nt2,bob,b-1\n")
+	f.Add("# comment\n\"quoted,token\",x,y\n")
+	f.Add("t,u,i,\"g\n")
+	f.Fuzz(func(t *testing.T, content string) {
+		tf, err := ParseTokenFile(strings.NewReader(content))
+		if err != nil {
+			return
+		}
+		for _, u := range tf.users {
+			if u.Name == "" || !slices.Contains(u.Groups, "system:authenticated") {
+				t.Fatalf("user %+v", u)
+			}
+		}
+	})
 }
