@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 
@@ -131,5 +133,97 @@ func TestAuthorizationNarrowsAndIsRechecked(t *testing.T) {
 		if r.Verb != "watch" || !r.Namespaced {
 			t.Fatalf("authorized %+v, want verb watch on a namespaced resource", r)
 		}
+	}
+}
+
+// TestRBACThroughSubjectAccessReview runs subscriptions through the real
+// authorizer and the apiserver's RBAC: a user allowed in one namespace
+// sees only it, gains a namespace when granted one (RESET and snapshot),
+// and loses the subscription when access is revoked.
+func TestRBACThroughSubjectAccessReview(t *testing.T) {
+	env := testenv.Get(t)
+	ns1, ns2 := env.Namespace(t), env.Namespace(t)
+	createCM(t, ns1, "one", nil)
+	createCM(t, ns2, "two", nil)
+	grant(t, ns1, "alice")
+
+	m := startManager(t, env.Config, nil)
+	sar, err := auth.NewSubjectAccessReview(auth.SubjectAccessReviewOptions{
+		Client: env.Client, Namespaces: auth.InformerNamespaces(m),
+		AllowTTL: -1, DenyTTL: -1, // every re-check asks the apiserver
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, m, func(o *Options) {
+		o.Authorizer = sar
+		o.RecheckInterval = 100 * time.Millisecond
+	})
+	c := dialAs(t, ts, "alice")
+
+	c.subscribe("ns2", "configmaps", ns2)
+	if f := c.expect("error", "ns2"); f.Status.Code != 403 || f.Status.Reason != "Forbidden" {
+		t.Fatalf("got %v", f)
+	}
+	c.subscribe("all", "configmaps", "")
+	if ack := c.expect("ack", "all"); !slices.Equal(ack.Namespaces, []string{ns1}) {
+		t.Fatalf("ack namespaces %v, want [%s]", ack.Namespaces, ns1)
+	}
+	if names, _ := c.snapshotBody("all"); !slices.Equal(names, []string{"one"}) {
+		t.Fatalf("snapshot %v", names)
+	}
+
+	revoke2 := grant(t, ns2, "alice")
+	if f := c.expect("RESET", "all"); f.Reason != "Reauthorized" {
+		t.Fatalf("got %v", f)
+	}
+	names, _ := c.snapshotBody("all")
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"one", "two"}) {
+		t.Fatalf("snapshot after grant %v", names)
+	}
+
+	revoke2()
+	if f := c.expect("RESET", "all"); f.Reason != "Reauthorized" {
+		t.Fatalf("got %v", f)
+	}
+	if names, _ := c.snapshotBody("all"); !slices.Equal(names, []string{"one"}) {
+		t.Fatalf("snapshot after revoking ns2 %v", names)
+	}
+	revokeAll(t, ns1)
+	if f := c.expect("error", "all"); !f.Ended || f.Status.Code != 403 {
+		t.Fatalf("got %v", f)
+	}
+}
+
+// grant lets user list and watch configmaps in ns and returns a func that
+// revokes it.
+func grant(t *testing.T, ns, user string) func() {
+	t.Helper()
+	ctx := context.Background()
+	rbac := testenv.Get(t).Client.RbacV1()
+	_, err := rbac.Roles(ns).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "cm-reader"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = rbac.RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "cm-reader-" + user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "cm-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() { revokeAll(t, ns) }
+}
+
+func revokeAll(t *testing.T, ns string) {
+	t.Helper()
+	err := testenv.Get(t).Client.RbacV1().RoleBindings(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
