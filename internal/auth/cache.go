@@ -81,6 +81,12 @@ func (c *ttlCache[V]) evictLocked(now time.Time) {
 	}
 }
 
+func (c *ttlCache[V]) delete(key string) {
+	c.mu.Lock()
+	delete(c.entries, key)
+	c.mu.Unlock()
+}
+
 func (c *ttlCache[V]) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

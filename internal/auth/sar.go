@@ -7,7 +7,6 @@ import (
 	"errors"
 	"slices"
 	"sort"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -27,6 +26,7 @@ import (
 const (
 	DefaultAllowTTL = 5 * time.Second
 	DefaultDenyTTL  = 2 * time.Second
+	DefaultScanTTL  = 30 * time.Second
 )
 
 // NamespaceLister lists the cluster's namespaces, for finding the
@@ -55,6 +55,13 @@ type SubjectAccessReviewOptions struct {
 	// DenyTTL is how long a denial is cached. Default DefaultDenyTTL;
 	// negative disables caching. Errors are never cached.
 	DenyTTL time.Duration
+	// ScanTTL is how often the namespaces a user may not read are asked
+	// about again when narrowing a cluster-wide request; in between, only
+	// the namespaces allowed at the last scan are re-checked (with the
+	// TTLs above). So a revoked namespace disappears within AllowTTL and
+	// a newly granted one appears within ScanTTL. Default DefaultScanTTL;
+	// negative scans every time.
+	ScanTTL time.Duration
 	// Timeout bounds one review. Default 10s.
 	Timeout time.Duration
 	// MaxEntries bounds each cache. Default 100000.
@@ -78,18 +85,14 @@ type SubjectAccessReviewOptions struct {
 // share one call.
 //
 // A cluster-wide list or watch of a namespaced resource that the user may
-// not make is narrowed instead of refused: every namespace from
-// Options.Namespaces is reviewed (each review cached as above) and the
-// Decision holds the namespaces allowed; none allowed is a 403. The set
-// itself is cached for AllowTTL (DenyTTL when empty).
-//
-// Decisions and their Namespaces sets are shared between callers and
-// must not be modified.
+// not make is narrowed instead of refused: the namespaces from
+// Options.Namespaces are reviewed (see ScanTTL) and the Decision holds
+// those allowed; none allowed is a 403.
 type SubjectAccessReview struct {
 	opts    SubjectAccessReviewOptions
 	log     *zap.Logger
 	allowed *ttlCache[bool]
-	nsSets  *ttlCache[sets.Set[string]]
+	scans   *ttlCache[[]string] // namespaces allowed at the last scan
 	flight  singleflight.Group
 }
 
@@ -103,6 +106,9 @@ func NewSubjectAccessReview(opts SubjectAccessReviewOptions) (*SubjectAccessRevi
 	}
 	if opts.DenyTTL == 0 {
 		opts.DenyTTL = DefaultDenyTTL
+	}
+	if opts.ScanTTL == 0 {
+		opts.ScanTTL = DefaultScanTTL
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * time.Second
@@ -123,7 +129,7 @@ func NewSubjectAccessReview(opts SubjectAccessReviewOptions) (*SubjectAccessRevi
 		opts:    opts,
 		log:     opts.Logger,
 		allowed: newTTLCache[bool](opts.clock, opts.MaxEntries),
-		nsSets:  newTTLCache[sets.Set[string]](opts.clock, opts.MaxEntries),
+		scans:   newTTLCache[[]string](opts.clock, opts.MaxEntries),
 	}, nil
 }
 
@@ -216,60 +222,87 @@ func (a *SubjectAccessReview) review(ctx context.Context, u *User, key string, r
 	return allowed, nil
 }
 
-// namespaceSet returns the namespaces in which u may make req.
+// namespaceSet returns the namespaces in which u may make req. It
+// scans every namespace at most once per ScanTTL and remembers those
+// allowed; in between it re-checks only those (each check cached as
+// usual), so a revoked namespace drops out within AllowTTL while the
+// denied majority is not asked again until the next scan.
 func (a *SubjectAccessReview) namespaceSet(ctx context.Context, u *User, uk string, req Request) (sets.Set[string], error) {
 	key := "ns\x00" + requestKey(uk, req)
-	if set, hit := a.nsSets.get(key); hit {
-		a.opts.Metrics.cacheLookup("namespaces", true)
-		return set, nil
+	candidates, hit := a.scans.get(key)
+	a.opts.Metrics.cacheLookup("namespaces", hit)
+	if !hit {
+		ch := a.flight.DoChan(key, func() (any, error) {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.opts.Timeout)
+			defer cancel()
+			names, err := a.opts.Namespaces.NamespaceNames(ctx)
+			if err != nil {
+				a.log.Warn("cannot list namespaces; denying the cluster-wide request", zap.String("user", u.Name), zap.Stringer("request", req), zap.Error(err))
+				return nil, unavailable("the namespace list")
+			}
+			allowed, err := a.allowedAmong(ctx, u, uk, req, names)
+			if err != nil {
+				return nil, err
+			}
+			ttl := a.opts.ScanTTL
+			if len(allowed) == 0 {
+				ttl = a.opts.DenyTTL // a new grant shows soon
+			}
+			a.scans.set(key, allowed, ttl)
+			return allowed, nil
+		})
+		select {
+		case res := <-ch:
+			if res.Err != nil {
+				return nil, res.Err
+			}
+			return sets.New(res.Val.([]string)...), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
-	a.opts.Metrics.cacheLookup("namespaces", false)
-	ch := a.flight.DoChan(key, func() (any, error) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.opts.Timeout)
-		defer cancel()
-		names, err := a.opts.Namespaces.NamespaceNames(ctx)
-		if err != nil {
-			a.log.Warn("cannot list namespaces; denying the cluster-wide request", zap.String("user", u.Name), zap.Stringer("request", req), zap.Error(err))
-			return nil, unavailable("the namespace list")
-		}
-		var (
-			mu  sync.Mutex // guards set
-			set = sets.New[string]()
-		)
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(a.opts.NamespaceConcurrency)
-		for _, ns := range names {
-			g.Go(func() error {
-				nreq := req
-				nreq.Namespace = ns
-				ok, err := a.check(gctx, u, uk, nreq)
-				if ok {
-					mu.Lock()
-					set.Insert(ns)
-					mu.Unlock()
-				}
-				return err
-			})
-		}
-		if err := g.Wait(); err != nil {
-			return nil, err
-		}
-		ttl := a.opts.AllowTTL
-		if set.Len() == 0 {
-			ttl = a.opts.DenyTTL
-		}
-		a.nsSets.set(key, set, ttl)
-		return set, nil
-	})
-	select {
-	case res := <-ch:
-		if res.Err != nil {
-			return nil, res.Err
-		}
-		return res.Val.(sets.Set[string]), nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	allowed, err := a.allowedAmong(ctx, u, uk, req, candidates)
+	if err != nil {
+		return nil, err
 	}
+	if len(allowed) == 0 {
+		a.scans.delete(key) // everything revoked: look again next time
+	}
+	return sets.New(allowed...), nil
+}
+
+// allowedAmong returns the namespaces in which u may make req, reviewing
+// (or finding cached) each one, at most NamespaceConcurrency at a time.
+func (a *SubjectAccessReview) allowedAmong(ctx context.Context, u *User, uk string, req Request, namespaces []string) ([]string, error) {
+	ok := make([]bool, len(namespaces))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(a.opts.NamespaceConcurrency)
+	for i, ns := range namespaces {
+		nreq := req
+		nreq.Namespace = ns
+		key := requestKey(uk, nreq)
+		if allowed, hit := a.allowed.get(key); hit {
+			// Most calls end here: no goroutine for a cached answer.
+			a.opts.Metrics.cacheLookup("access", true)
+			ok[i] = allowed
+			continue
+		}
+		g.Go(func() error {
+			var err error
+			ok[i], err = a.check(gctx, u, uk, nreq)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	var out []string
+	for i, ns := range namespaces {
+		if ok[i] {
+			out = append(out, ns)
+		}
+	}
+	return out, nil
 }
 
 // identityKey hashes everything about u that a review depends on. Fields

@@ -231,3 +231,59 @@ func TestIdentityKeyDistinguishesUsers(t *testing.T) {
 		t.Fatal("group order changes the key")
 	}
 }
+
+func TestSARNamespaceScan(t *testing.T) {
+	s := newReviewServer()
+	s.allow = podsInNamespaces("ns-a")
+	clk := fakeClock()
+	a := newTestSAR(t, s, SubjectAccessReviewOptions{clock: clk, ScanTTL: 30 * time.Second,
+		Namespaces: staticNamespaces("ns-a", "ns-b", "ns-c")})
+	ctx := context.Background()
+	list := Request{Verb: "list", Resource: podsGVR, Namespaced: true}
+	decide := func() []string {
+		t.Helper()
+		d, err := a.Authorize(ctx, alice, list)
+		if isCode(err, http.StatusForbidden) {
+			return nil
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sets.List(d.Namespaces)
+	}
+	if got := decide(); !cmp.Equal(got, []string{"ns-a"}) {
+		t.Fatalf("first: %v", got)
+	}
+	scanned := s.accessReviews.Load() // cluster + 3 namespaces
+
+	// Between scans only the cluster scope and ns-a are asked again.
+	s.set(func(s *reviewServer) { s.allow = podsInNamespaces("ns-a", "ns-b") })
+	clk.Step(DefaultAllowTTL)
+	if got := decide(); !cmp.Equal(got, []string{"ns-a"}) {
+		t.Fatalf("a grant showed before the next scan: %v", got)
+	}
+	if n := s.accessReviews.Load() - scanned; n != 2 {
+		t.Fatalf("%d reviews between scans, want 2 (cluster scope, ns-a)", n)
+	}
+	clk.Step(30*time.Second - DefaultAllowTTL)
+	if got := decide(); !cmp.Equal(got, []string{"ns-a", "ns-b"}) {
+		t.Fatalf("after the scan TTL: %v, want ns-a and ns-b", got)
+	}
+
+	// A revocation shows within the allow TTL, scan or not.
+	s.set(func(s *reviewServer) { s.allow = podsInNamespaces("ns-b") })
+	clk.Step(DefaultAllowTTL)
+	if got := decide(); !cmp.Equal(got, []string{"ns-b"}) {
+		t.Fatalf("after revoking ns-a: %v", got)
+	}
+	// Everything revoked: forbidden, and the next call scans again.
+	s.set(func(s *reviewServer) { s.allow = podsInNamespaces("ns-c") })
+	clk.Step(DefaultAllowTTL)
+	if got := decide(); got != nil {
+		t.Fatalf("all revoked: %v, want 403", got)
+	}
+	clk.Step(DefaultDenyTTL)
+	if got := decide(); !cmp.Equal(got, []string{"ns-c"}) {
+		t.Fatalf("after everything was revoked, the rescan found %v, want ns-c", got)
+	}
+}
