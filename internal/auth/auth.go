@@ -24,6 +24,26 @@ type User struct {
 	UID    string
 	Groups []string
 	Extra  map[string][]string
+
+	// revalidate, when set, checks that the credential the user was
+	// authenticated with is still valid. Set by authenticators whose
+	// credentials can expire or be revoked (TokenReview).
+	revalidate func(ctx context.Context) error
+}
+
+// Revalidate checks that the credential u was authenticated with is
+// still accepted, so that a long-lived stream ends when its token expires
+// or is revoked, not only when RBAC changes. It returns nil for users
+// whose credentials cannot change (token file, anonymous), a 401
+// *apierrors.StatusError when the credential is no longer valid, or
+// another error when it could not be checked. Authorizers that talk to
+// the apiserver (SubjectAccessReview) call it on every decision, through
+// the authenticator's cache.
+func (u *User) Revalidate(ctx context.Context) error {
+	if u == nil || u.revalidate == nil {
+		return nil
+	}
+	return u.revalidate(ctx)
 }
 
 func (u *User) String() string {

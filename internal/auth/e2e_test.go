@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 	"go.uber.org/zap/zaptest"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -37,6 +38,7 @@ type gateway struct {
 const (
 	e2eRecheck  = 500 * time.Millisecond
 	e2eAllowTTL = time.Second
+	e2eTokenTTL = time.Second
 )
 
 func startGateway(t *testing.T) *gateway {
@@ -47,7 +49,7 @@ func startGateway(t *testing.T) *gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := auth.NewTokenReview(auth.TokenReviewOptions{Client: env.Client, Logger: log})
+	tr, err := auth.NewTokenReview(auth.TokenReviewOptions{Client: env.Client, SuccessTTL: e2eTokenTTL, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,15 +208,20 @@ func createPod(t *testing.T, ns, name string) {
 
 func bindPodReader(t *testing.T, ns, user string) string {
 	t.Helper()
+	return bindPodReaderTo(t, ns, "pod-reader-"+user, rbacv1.Subject{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user})
+}
+
+func bindPodReaderTo(t *testing.T, ns, name string, subject rbacv1.Subject) string {
+	t.Helper()
 	cs := testenv.Get(t).Client
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "pod-reader"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}}}}
 	if _, err := cs.RbacV1().Roles(ns).Create(t.Context(), role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "pod-reader-" + user},
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "pod-reader"},
-		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}}}
+		Subjects: []rbacv1.Subject{subject}}
 	if _, err := cs.RbacV1().RoleBindings(ns).Create(t.Context(), rb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -382,4 +389,44 @@ func TestEndToEndRevocation(t *testing.T) {
 			t.Fatalf("event after revocation: %+v", f)
 		}
 	}
+}
+
+// TestEndToEndTokenRevoked deletes the ServiceAccount behind a live
+// subscription's token: RBAC still allows the account's name, but the
+// token is no longer valid, so the subscription must end with 401 once
+// the apiserver's token cache (10s) and ours (e2eTokenTTL) let go.
+func TestEndToEndTokenRevoked(t *testing.T) {
+	t.Parallel() // slow: waits on the apiserver's token cache
+	env := testenv.Get(t)
+	g := startGateway(t)
+	ns := env.Namespace(t)
+	ctx := t.Context()
+	sa, err := env.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "dash"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bindPodReaderTo(t, ns, "pod-reader-dash", rbacv1.Subject{Kind: "ServiceAccount", Name: sa.Name, Namespace: ns})
+	waitRBAC(t, "system:serviceaccount:"+ns+":dash", ns)
+	tr, err := env.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _, err := g.dial(t, nil, bearerProtocol(tr.Status.Token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack, _ := c.subscribe("pods", "pods"); ack.Type != "ack" || !slices.Equal(ack.Namespaces, []string{ns}) {
+		t.Fatalf("ack %+v, want namespaces [%s]", ack, ns)
+	}
+	if err := env.Client.CoreV1().ServiceAccounts(ns).Delete(ctx, sa.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const bound = 10*time.Second + e2eTokenTTL + e2eRecheck + 3*time.Second
+	deleted := time.Now()
+	f := c.next(bound)
+	took := time.Since(deleted)
+	if f.Type != "error" || !f.Ended || f.Status == nil || f.Status.Code != http.StatusUnauthorized {
+		t.Fatalf("frame %+v, want an ended 401 error", f)
+	}
+	t.Logf("subscription ended %v after the service account was deleted", took)
 }

@@ -22,7 +22,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"transport", "result"}),
 		authz: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubegate_auth_authorizations_total",
-			Help: "Authorization decisions by verb and result (allow, restricted, deny, error).",
+			Help: "Authorization decisions by verb and result (allow, restricted, deny, error, unauthenticated).",
 		}, []string{"verb", "result"}),
 		cache: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubegate_auth_cache_lookups_total",

@@ -84,6 +84,10 @@ type SubjectAccessReviewOptions struct {
 // errors are never cached and always deny. Concurrent identical reviews
 // share one call.
 //
+// Every decision first re-validates the caller's credential
+// (User.Revalidate), so a stream whose token expired or was revoked ends
+// at its next re-check.
+//
 // A cluster-wide list or watch of a namespaced resource that the user may
 // not make is narrowed instead of refused: the namespaces from
 // Options.Namespaces are reviewed (see ScanTTL) and the Decision holds
@@ -137,6 +141,10 @@ func NewSubjectAccessReview(opts SubjectAccessReviewOptions) (*SubjectAccessRevi
 func (a *SubjectAccessReview) Authorize(ctx context.Context, u *User, req Request) (Decision, error) {
 	if u == nil {
 		return Decision{}, unauthorized("no user")
+	}
+	if err := u.Revalidate(ctx); err != nil {
+		a.opts.Metrics.authzResult(req.Verb, "unauthenticated")
+		return Decision{}, err
 	}
 	uk := identityKey(u)
 	ok, err := a.check(ctx, u, uk, req)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func TestTokenFile(t *testing.T) {
@@ -38,7 +39,7 @@ t-carol,carol,c-1,system:authenticated
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(want, u); diff != "" {
+		if diff := cmp.Diff(want, u, cmpopts.IgnoreUnexported(User{})); diff != "" {
 			t.Fatalf("%s (-want +got):\n%s", want.Name, diff)
 		}
 	}

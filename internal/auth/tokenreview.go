@@ -136,6 +136,14 @@ func (a *TokenReview) review(ctx context.Context, key, token string) (*User, err
 		return nil, nil
 	}
 	u := &User{Name: st.User.Username, UID: st.User.UID, Groups: st.User.Groups}
+	// Streams opened with this token re-check it through the cache, so
+	// they end once the apiserver stops accepting it. The closure keeps
+	// the token for as long as such a stream lives, as the stream's
+	// connection would anyway.
+	u.revalidate = func(ctx context.Context) error {
+		_, err := a.AuthenticateToken(ctx, token)
+		return err
+	}
 	if len(st.User.Extra) > 0 {
 		u.Extra = make(map[string][]string, len(st.User.Extra))
 		for k, v := range st.User.Extra {

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 )
 
 func newTestTokenReview(t *testing.T, s *reviewServer, opts TokenReviewOptions) *TokenReview {
@@ -36,7 +38,7 @@ func TestTokenReviewCachesSuccessForSuccessTTL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(want, u); diff != "" {
+		if diff := cmp.Diff(want, u, cmpopts.IgnoreUnexported(User{})); diff != "" {
 			t.Fatalf("user (-want +got):\n%s", diff)
 		}
 	}
@@ -178,5 +180,43 @@ func TestTokenCacheKeyIsAHash(t *testing.T) {
 		if k == "secret-token-value" || len(k) != 32 {
 			t.Fatalf("cache key %q is not a SHA-256", k)
 		}
+	}
+}
+
+// TestRevalidate checks that a user from a TokenReview stops being
+// authorized once its token is no longer accepted (after the success TTL),
+// which is how streams notice expired and revoked tokens.
+func TestRevalidate(t *testing.T) {
+	s := newReviewServer()
+	s.tokens["good"] = authenticationv1.UserInfo{Username: "alice"}
+	s.allow = func(authorizationv1.SubjectAccessReviewSpec) bool { return true }
+	clk := fakeClock()
+	tr := newTestTokenReview(t, s, TokenReviewOptions{clock: clk})
+	sar := newTestSAR(t, s, SubjectAccessReviewOptions{clock: clk})
+	ctx := context.Background()
+	u, err := tr.AuthenticateToken(ctx, "good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := Request{Verb: "watch", Resource: podsGVR, Namespaced: true, Namespace: "ns-a"}
+	if _, err := sar.Authorize(ctx, u, req); err != nil {
+		t.Fatal(err)
+	}
+	s.set(func(s *reviewServer) { delete(s.tokens, "good") })
+	clk.Step(DefaultTokenSuccessTTL - time.Millisecond)
+	if _, err := sar.Authorize(ctx, u, req); err != nil {
+		t.Fatalf("within the success TTL: %v", err)
+	}
+	clk.Step(time.Millisecond)
+	if _, err := sar.Authorize(ctx, u, req); !isCode(err, http.StatusUnauthorized) {
+		t.Fatalf("after the token was revoked: err = %v, want 401", err)
+	}
+	// Users whose credentials cannot change have nothing to revalidate.
+	if err := alice.Revalidate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var none *User
+	if err := none.Revalidate(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
