@@ -95,7 +95,7 @@ func newAuth(cfg config.Config, kc *rest.Config, mgr *informer.Manager, reg prom
 	case "rbac":
 		a, err := auth.NewSubjectAccessReview(auth.SubjectAccessReviewOptions{
 			Client: client, Namespaces: auth.InformerNamespaces(mgr),
-			AllowTTL: ttl(c.AllowTTL), DenyTTL: ttl(c.DenyTTL),
+			AllowTTL: ttl(c.AllowTTL), DenyTTL: ttl(c.DenyTTL), ScanTTL: ttl(c.NamespaceScanTTL),
 			Metrics: m, Logger: log.Named("authz"),
 		})
 		if err != nil {
@@ -103,7 +103,8 @@ func newAuth(cfg config.Config, kc *rest.Config, mgr *informer.Manager, reg prom
 		}
 		p.authorizer = a
 		log.Info("authorization: RBAC via SubjectAccessReview",
-			zap.Duration("allowTTL", time.Duration(c.AllowTTL)), zap.Duration("denyTTL", time.Duration(c.DenyTTL)))
+			zap.Duration("allowTTL", time.Duration(c.AllowTTL)), zap.Duration("denyTTL", time.Duration(c.DenyTTL)),
+			zap.Duration("namespaceScanTTL", time.Duration(c.NamespaceScanTTL)))
 	case "always-allow":
 		p.authorizer = auth.AlwaysAllow{}
 		log.Warn("AUTHORIZATION IS DISABLED (--authz=always-allow): every caller reads everything the gateway can read")

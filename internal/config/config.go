@@ -57,6 +57,10 @@ type Auth struct {
 	AllowTTL Duration `json:"allowTTL,omitempty"`
 	// DenyTTL caches a denied SubjectAccessReview. Default 2s.
 	DenyTTL Duration `json:"denyTTL,omitempty"`
+	// NamespaceScanTTL is how often all namespaces are reviewed again for
+	// a user whose cluster-wide request is narrowed; namespaces granted
+	// since show up within it. Default 30s.
+	NamespaceScanTTL Duration `json:"namespaceScanTTL,omitempty"`
 	// RecheckInterval is how often live streams are re-authorized.
 	// Default 5s.
 	RecheckInterval Duration `json:"recheckInterval,omitempty"`
@@ -134,8 +138,9 @@ func Default() Config {
 			Authn: "kubernetes", Authz: "rbac",
 			TokenSuccessTTL: Duration(10 * time.Second), TokenFailureTTL: Duration(3 * time.Second),
 			AllowTTL: Duration(5 * time.Second), DenyTTL: Duration(2 * time.Second),
-			RecheckInterval: Duration(5 * time.Second),
-			UserQPS:         50, UserBurst: 200, UserMaxInflight: 500,
+			NamespaceScanTTL: Duration(30 * time.Second),
+			RecheckInterval:  Duration(5 * time.Second),
+			UserQPS:          50, UserBurst: 200, UserMaxInflight: 500,
 		},
 	}
 }
@@ -239,7 +244,7 @@ func (a *Auth) validate(listen string) []error {
 	}
 	for name, d := range map[string]Duration{
 		"tokenSuccessTTL": a.TokenSuccessTTL, "tokenFailureTTL": a.TokenFailureTTL,
-		"allowTTL": a.AllowTTL, "denyTTL": a.DenyTTL,
+		"allowTTL": a.AllowTTL, "denyTTL": a.DenyTTL, "namespaceScanTTL": a.NamespaceScanTTL,
 	} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("auth.%s must not be negative", name))
