@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -43,15 +44,37 @@ const (
 
 func startGateway(t *testing.T) *gateway {
 	t.Helper()
+	return startGatewayWith(t, gatewayOptions{log: zaptest.NewLogger(t)})
+}
+
+// gatewayOptions varies startGatewayWith; the zero value is the
+// end-to-end tests' setup.
+type gatewayOptions struct {
+	log *zap.Logger
+	// tokens replaces TokenReview as the authenticator.
+	tokens auth.TokenAuthenticator
+	// alwaysAllow replaces SubjectAccessReview as the authorizer.
+	alwaysAllow bool
+	// recheck is the re-authorization period. Default e2eRecheck.
+	recheck time.Duration
+}
+
+func startGatewayWith(t testing.TB, o gatewayOptions) *gateway {
+	t.Helper()
 	env := testenv.Get(t)
-	log := zaptest.NewLogger(t)
+	log := o.log
+	if o.recheck == 0 {
+		o.recheck = e2eRecheck
+	}
 	mgr, err := informer.New(informer.Options{Config: env.Config, Logger: log.Named("informer")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := auth.NewTokenReview(auth.TokenReviewOptions{Client: env.Client, SuccessTTL: e2eTokenTTL, Logger: log})
-	if err != nil {
-		t.Fatal(err)
+	var tr auth.TokenAuthenticator = o.tokens
+	if tr == nil {
+		if tr, err = auth.NewTokenReview(auth.TokenReviewOptions{Client: env.Client, SuccessTTL: e2eTokenTTL, Logger: log}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	bearer, err := auth.NewBearer(auth.BearerOptions{Tokens: tr})
 	if err != nil {
@@ -61,14 +84,17 @@ func startGateway(t *testing.T) *gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	authz, err := auth.NewSubjectAccessReview(auth.SubjectAccessReviewOptions{
-		Client: env.Client, Namespaces: auth.InformerNamespaces(mgr),
-		AllowTTL: e2eAllowTTL, DenyTTL: 200 * time.Millisecond, Logger: log,
-	})
-	if err != nil {
-		t.Fatal(err)
+	var authz auth.Authorizer = auth.AlwaysAllow{}
+	if !o.alwaysAllow {
+		if authz, err = auth.NewSubjectAccessReview(auth.SubjectAccessReviewOptions{
+			Client: env.Client, Namespaces: auth.InformerNamespaces(mgr),
+			AllowTTL: e2eAllowTTL, DenyTTL: 200 * time.Millisecond, Logger: log,
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	wsServer, err := ws.New(ws.Options{Manager: mgr, Authorizer: authz, RecheckInterval: e2eRecheck, Logger: log.Named("ws")})
+	wsServer, err := ws.New(ws.Options{Manager: mgr, Authorizer: authz, RecheckInterval: o.recheck, Logger: log.Named("ws"),
+		MaxSocketsPerClient: 10000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +104,7 @@ func startGateway(t *testing.T) *gateway {
 	}
 	srv, err := httpapi.New(httpapi.Options{
 		Manager: mgr, Listener: ln, Logger: log.Named("http"),
-		Authenticator: bearer, Authorizer: authz, Login: login, RecheckInterval: e2eRecheck,
+		Authenticator: bearer, Authorizer: authz, Login: login, RecheckInterval: o.recheck,
 		WebSocket: wsServer,
 	})
 	if err != nil {
@@ -120,12 +146,12 @@ func (f frame) namespace() string {
 }
 
 type wsClient struct {
-	t       *testing.T
+	t       testing.TB
 	c       *websocket.Conn
 	pending []frame
 }
 
-func (g *gateway) dial(t *testing.T, h http.Header, protocols ...string) (*wsClient, *http.Response, error) {
+func (g *gateway) dial(t testing.TB, h http.Header, protocols ...string) (*wsClient, *http.Response, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
