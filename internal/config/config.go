@@ -296,6 +296,9 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 	fs.StringVar(&c.Auth.TokenFile, "token-file", "", "CSV `file` of token,user,uid,\"group1,group2\" for --authn=token-file")
 	fs.StringVar(&c.Auth.Authz, "authz", c.Auth.Authz, "authorization `mode`: rbac (SubjectAccessReview) or always-allow")
 	fs.BoolVar(&c.Auth.InsecureAllowAnonymous, "insecure-allow-anonymous", false, "allow --authn=none on a non-loopback --listen address")
+	fs.Float64Var(&c.Auth.UserQPS, "user-qps", c.Auth.UserQPS, "sustained requests per second per user (0: no limit)")
+	fs.IntVar(&c.Auth.UserBurst, "user-burst", c.Auth.UserBurst, "request burst per user")
+	fs.IntVar(&c.Auth.UserMaxInflight, "user-max-inflight", c.Auth.UserMaxInflight, "open requests per user, watches and WebSockets included (0: no limit)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -335,6 +338,15 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 		}
 		if set["insecure-allow-anonymous"] {
 			c.Auth.InsecureAllowAnonymous = flagged.Auth.InsecureAllowAnonymous
+		}
+		if set["user-qps"] {
+			c.Auth.UserQPS = flagged.Auth.UserQPS
+		}
+		if set["user-burst"] {
+			c.Auth.UserBurst = flagged.Auth.UserBurst
+		}
+		if set["user-max-inflight"] {
+			c.Auth.UserMaxInflight = flagged.Auth.UserMaxInflight
 		}
 	}
 	if set["resources"] {

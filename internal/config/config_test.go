@@ -81,6 +81,7 @@ func TestBadInput(t *testing.T) {
 		{"anonymous from file", nil, "listen: 10.0.0.1:80\nauth: {authn: none}\n", "not loopback"},
 		{"negative ttl", nil, "auth: {allowTTL: -1s}\n", "auth.allowTTL must not be negative"},
 		{"negative qps", nil, "auth: {userQPS: -1}\n", "must not be negative"},
+		{"negative inflight flag", []string{"--user-max-inflight", "-1"}, "", "must not be negative"},
 		{"negative ws limit", nil, "websocket: {maxSockets: -1}\n", "websocket.maxSockets must not be negative"},
 		{"bad origin pattern", nil, "websocket: {allowedOrigins: ['[']}\n", `websocket.allowedOrigins: pattern "["`},
 	} {
@@ -119,6 +120,10 @@ func TestAuthFlags(t *testing.T) {
 				a.Authn, a.TokenFile = "token-file", "/etc/kubegate/tokens.csv"
 				return a
 			}()},
+		{name: "limits", args: []string{"--user-qps", "0", "--user-burst", "5", "--user-max-inflight", "0"},
+			want: func() Auth { a := Default().Auth; a.UserQPS, a.UserBurst, a.UserMaxInflight = 0, 5, 0; return a }()},
+		{name: "limit flag wins over file", args: []string{"--user-qps", "7"}, file: "auth: {userQPS: 5, userBurst: 9}\n",
+			want: func() Auth { a := Default().Auth; a.UserQPS, a.UserBurst = 7, 9; return a }()},
 		{name: "file, flag wins", args: []string{"--authz", "rbac"},
 			file: "auth: {authz: always-allow, allowTTL: 1s, userQPS: 5, audiences: [kubegate]}\n",
 			want: func() Auth {
