@@ -145,12 +145,16 @@ func TestRBACThroughSubjectAccessReview(t *testing.T) {
 	ns1, ns2 := env.Namespace(t), env.Namespace(t)
 	createCM(t, ns1, "one", nil)
 	createCM(t, ns2, "two", nil)
-	grant(t, ns1, "alice")
+	// Namespaces are never emptied in the test apiserver, so each run
+	// gets a user of its own.
+	user := "user-" + ns1
+	t.Cleanup(func() { revokeAll(t, ns1); revokeAll(t, ns2) })
+	grant(t, ns1, user)
 
 	m := startManager(t, env.Config, nil)
 	sar, err := auth.NewSubjectAccessReview(auth.SubjectAccessReviewOptions{
 		Client: env.Client, Namespaces: auth.InformerNamespaces(m),
-		AllowTTL: -1, DenyTTL: -1, // every re-check asks the apiserver
+		AllowTTL: -1, DenyTTL: -1, ScanTTL: -1, // every re-check asks the apiserver
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +163,7 @@ func TestRBACThroughSubjectAccessReview(t *testing.T) {
 		o.Authorizer = sar
 		o.RecheckInterval = 100 * time.Millisecond
 	})
-	c := dialAs(t, ts, "alice")
+	c := dialAs(t, ts, user)
 
 	c.subscribe("ns2", "configmaps", ns2)
 	if f := c.expect("error", "ns2"); f.Status.Code != 403 || f.Status.Reason != "Forbidden" {
@@ -173,7 +177,7 @@ func TestRBACThroughSubjectAccessReview(t *testing.T) {
 		t.Fatalf("snapshot %v", names)
 	}
 
-	revoke2 := grant(t, ns2, "alice")
+	revoke2 := grant(t, ns2, user)
 	if f := c.expect("RESET", "all"); f.Reason != "Reauthorized" {
 		t.Fatalf("got %v", f)
 	}
