@@ -3,6 +3,8 @@ package ws
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -365,7 +367,10 @@ func TestClientThatKeepsFallingBehindIsClosed(t *testing.T) {
 		o.WriteTimeout = time.Minute
 		o.PingInterval = time.Hour
 	})
-	c := dial(t, ts)
+	// A fixed, small receive buffer: the kernel would otherwise grow it
+	// (up to tens of MiB) as the client reads, and the client would stop
+	// falling behind.
+	c := dialSmallReceiveBuffer(t, ts)
 	c.subscribe("s", "configmaps", ns)
 
 	listener := func() *informer.Listener {
@@ -429,4 +434,34 @@ rounds:
 	eventually(t, "the slow_consumer close to be counted", func() bool {
 		return counterValue(ts.metrics.closes.WithLabelValues(closeSlowConsumer)) == 1
 	})
+}
+
+func dialSmallReceiveBuffer(t *testing.T, ts *testServer) *client {
+	t.Helper()
+	dialer := &net.Dialer{}
+	hc := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			if err := conn.(*net.TCPConn).SetReadBuffer(128 << 10); err != nil {
+				conn.Close()
+				return nil, err
+			}
+			return conn, nil
+		},
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, ts.url, &websocket.DialOptions{Subprotocols: []string{Subprotocol}, HTTPClient: hc})
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	c.SetReadLimit(-1)
+	t.Cleanup(func() {
+		_ = c.CloseNow()
+		hc.CloseIdleConnections()
+	})
+	return &client{t: t, c: c}
 }

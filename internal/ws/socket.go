@@ -266,9 +266,10 @@ func (s *socket) flush() error {
 			return err
 		}
 	}
-	overflowed := false
+	overflowed, popped := false, 0
 	for _, sub := range s.sc.active {
 		s.sc.notes = sub.l.Pop(s.sc.notes[:0])
+		popped += len(s.sc.notes)
 		for i := range s.sc.notes {
 			n := &s.sc.notes[i]
 			if n.Type == informer.Reset {
@@ -287,7 +288,9 @@ func (s *socket) flush() error {
 		return err
 	}
 	if !overflowed {
-		s.resetStreak = 0
+		if popped > 0 {
+			s.resetStreak = 0 // delivered changes without overflowing: caught up
+		}
 		return nil
 	}
 	if s.resetStreak++; s.resetStreak >= s.opts.MaxSlowResets {
