@@ -231,3 +231,30 @@ func TestSocketLimits(t *testing.T) {
 		t.Fatalf("rejected per client = %v", n)
 	}
 }
+
+// TestClientThatDoesNotReadItsAnswersIsDropped: a client that keeps
+// sending bad requests without reading the error frames cannot make the
+// server queue answers without bound.
+func TestClientThatDoesNotReadItsAnswersIsDropped(t *testing.T) {
+	env := testenv.Get(t)
+	ts := startServer(t, startManager(t, env.Config, nil), func(o *Options) { o.PingInterval = time.Hour })
+	c := dialSmallReceiveBuffer(t, ts)
+	frame := []byte(`{"type":"unsubscribe","id":"` + strings.Repeat("n", 100) + `"}`)
+	for i := 0; ; i++ {
+		if i == 1_000_000 {
+			t.Fatal("still connected after a million unanswered requests")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := c.c.Write(ctx, websocket.MessageText, frame)
+		cancel()
+		if err != nil {
+			break
+		}
+		if counterValue(ts.metrics.closes.WithLabelValues(closeFlood)) == 1 {
+			break
+		}
+	}
+	eventually(t, "the flood close to be counted", func() bool {
+		return counterValue(ts.metrics.closes.WithLabelValues(closeFlood)) == 1 && ts.Sockets() == 0
+	})
+}

@@ -22,7 +22,7 @@ const (
 	closeWriteTimeout = "write_timeout" // a write blocked past WriteTimeout
 	closePongTimeout  = "pong_timeout"  // no pong within PongTimeout
 	closeSlowConsumer = "slow_consumer" // 4001
-	closeInternal     = "internal"      // 1011
+	closeFlood        = "flood"         // requests sent, answers not read
 )
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -53,7 +53,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"reason"}),
 		closes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubegate_ws_closes_total",
-			Help: "Closed WebSocket connections by reason (peer, shutdown, too_big, write_timeout, pong_timeout, slow_consumer, internal).",
+			Help: "Closed WebSocket connections by reason (peer, shutdown, too_big, write_timeout, pong_timeout, slow_consumer, flood).",
 		}, []string{"reason"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubegate_ws_rejected_total",

@@ -71,9 +71,10 @@ type socket struct {
 	// they must reach the client, ahead of any event popped after them.
 	ctl [][]byte
 
-	// Writer-owned.
+	// Writer-owned. resetStreak counts flushes carrying an overflow RESET
+	// since the last one that delivered changes without one.
 	sc          *scratch // set during a flush
-	resetStreak int      // flushes in a row that carried an overflow RESET
+	resetStreak int
 }
 
 // scratch is the writer's working memory for one flush. It is pooled
@@ -378,6 +379,14 @@ func (s *socket) readLoop() {
 			s.fail(closePeer)
 			return
 		}
+		if s.backlogged() {
+			// The client sends requests but does not read the answers:
+			// stop reading rather than queue answers without bound.
+			s.log.Info("client does not read its answers; dropping connection", zap.Int("unanswered", maxUnanswered))
+			s.fail(closeFlood)
+			_ = s.conn.CloseNow()
+			return
+		}
 		if typ != websocket.MessageText {
 			s.sendError(&requestError{Status: apistatus.New(http.StatusBadRequest, metav1.StatusReasonBadRequest,
 				"binary frames are not supported; send JSON text frames")})
@@ -395,6 +404,17 @@ func (s *socket) readLoop() {
 			s.unsubscribe(f)
 		}
 	}
+}
+
+// maxUnanswered bounds the control frames queued for a client that is not
+// reading them (the writer is blocked), about 1 MiB of error frames;
+// beyond it the socket is dropped.
+const maxUnanswered = 4096
+
+func (s *socket) backlogged() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.ctl) >= maxUnanswered
 }
 
 func (s *socket) sendError(e *requestError) {
