@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 
 // startManager runs an informer Manager against the test apiserver until
 // the test ends.
-func startManager(t *testing.T, cfg *rest.Config, mod func(*informer.Options)) *informer.Manager {
+func startManager(t testing.TB, cfg *rest.Config, mod func(*informer.Options)) *informer.Manager {
 	t.Helper()
 	opts := informer.Options{Config: cfg, Logger: zaptest.NewLogger(t).Named("informer")}
 	if mod != nil {
@@ -74,7 +74,7 @@ type testServer struct {
 	stop func() // cancels Start and waits for it
 }
 
-func startServer(t *testing.T, m *informer.Manager, mod func(*Options)) *testServer {
+func startServer(t testing.TB, m *informer.Manager, mod func(*Options)) *testServer {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	opts := Options{Manager: m, Logger: zaptest.NewLogger(t).Named("ws"), Registerer: reg}
@@ -113,7 +113,7 @@ func startServer(t *testing.T, m *informer.Manager, mod func(*Options)) *testSer
 // client is a test WebSocket client that reads frames one at a time,
 // unpacking batches.
 type client struct {
-	t       *testing.T
+	t       testing.TB
 	c       *websocket.Conn
 	pending []frame
 }
@@ -151,7 +151,7 @@ func (f frame) String() string {
 	return fmt.Sprintf("%s %s %s%s", f.Type, f.ID, f.Request, f.Reason)
 }
 
-func dialOpts(t *testing.T, ts *testServer, h http.Header, protocols ...string) (*websocket.Conn, *http.Response, error) {
+func dialOpts(t testing.TB, ts *testServer, h http.Header, protocols ...string) (*websocket.Conn, *http.Response, error) {
 	t.Helper()
 	if protocols == nil {
 		protocols = []string{Subprotocol}
@@ -161,12 +161,12 @@ func dialOpts(t *testing.T, ts *testServer, h http.Header, protocols ...string) 
 	return websocket.Dial(ctx, ts.url, &websocket.DialOptions{Subprotocols: protocols, HTTPHeader: h})
 }
 
-func dial(t *testing.T, ts *testServer) *client {
+func dial(t testing.TB, ts *testServer) *client {
 	t.Helper()
 	return dialAs(t, ts, "")
 }
 
-func dialAs(t *testing.T, ts *testServer, user string) *client {
+func dialAs(t testing.TB, ts *testServer, user string) *client {
 	t.Helper()
 	h := http.Header{}
 	if user != "" {
