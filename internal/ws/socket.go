@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
@@ -600,6 +601,9 @@ func (s *socket) unsubscribe(f *clientFrame) {
 	s.signal()
 }
 
+// recheckTimeout bounds one re-authorization of one subscription.
+const recheckTimeout = 30 * time.Second
+
 // startRecheck re-authorizes the active subscriptions in a worker.
 func (s *socket) startRecheck() {
 	if !s.rechecking.CompareAndSwap(false, true) {
@@ -631,7 +635,10 @@ func (s *socket) recheck() {
 		if s.ctx.Err() != nil {
 			return
 		}
-		ctx, cancel := context.WithTimeout(s.ctx, s.opts.RecheckInterval)
+		// A bound well above the authorizer's own review timeout: a slow
+		// answer delays the next pass (one runs at a time) rather than
+		// ending the subscription early.
+		ctx, cancel := context.WithTimeout(s.ctx, recheckTimeout)
 		dec, err := s.authorize(ctx, sub.info, sub.req.Namespace)
 		cancel()
 		if s.ctx.Err() != nil {
