@@ -29,6 +29,10 @@ type Config struct {
 	Cache           Cache     `json:"cache"`
 	WebSocket       WebSocket `json:"websocket"`
 	Auth            Auth      `json:"auth"`
+	// Webhooks are receivers of resource events. Default none.
+	Webhooks []Webhook `json:"webhooks,omitempty"`
+	// ConfigPath is the --config file, kept so SIGHUP can re-read it.
+	ConfigPath string `json:"-"`
 }
 
 // Auth configures authentication, authorization and per-user limits.
@@ -197,6 +201,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("shutdownTimeout must be positive"))
 	}
 	errs = append(errs, c.Auth.validate(c.Listen)...)
+	if err := ValidateWebhooks(c.Webhooks); err != nil {
+		errs = append(errs, err)
+	}
 	ws := c.WebSocket
 	for _, f := range []struct {
 		name string
@@ -315,6 +322,7 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 		// Re-apply explicitly set flags over the file.
 		flagged := c
 		c = fromFile
+		c.ConfigPath = configPath
 		if set["kubeconfig"] {
 			c.Kubeconfig = flagged.Kubeconfig
 		}

@@ -175,3 +175,130 @@ websocket:
 		t.Fatalf("(-want +got):\n%s", diff)
 	}
 }
+
+const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+func TestWebhooks(t *testing.T) {
+	t.Setenv("KUBEGATE_TEST_SECRET", testSecret+" whsec_"+strings.Repeat("A", 32))
+	p := writeFile(t, `
+webhooks:
+- name: audit
+  url: https://receiver.example/hook
+  resources:
+  - {resource: configmaps, namespace: team-a, labelSelector: "app=web", fieldSelector: "metadata.name!=x"}
+  - {resource: deployments.apps}
+  eventTypes: [added, deleted]
+  resyncPeriod: 10m
+  secretEnv: KUBEGATE_TEST_SECRET
+  timeout: 5s
+  retry: {maxAttempts: 3, maxAge: 10m, initialBackoff: 2s, maxBackoff: 1m}
+  format: watch
+`)
+	c, err := parse(t, "--config", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ConfigPath != p || len(c.Webhooks) != 1 {
+		t.Fatalf("got %+v", c)
+	}
+	w := c.Webhooks[0].WithDefaults()
+	if w.Name != "audit" || len(w.Resources) != 2 || w.Resources[0].LabelSelector != "app=web" ||
+		time.Duration(w.Retry.MaxBackoff) != time.Minute || w.Retry.MaxAttempts != 3 || w.Format != "watch" ||
+		time.Duration(w.ResyncPeriod) != 10*time.Minute || w.MaxEvents != 4096 {
+		t.Fatalf("got %+v", w)
+	}
+	keys, err := w.Secrets()
+	if err != nil || len(keys) != 2 || len(keys[1]) != 24 {
+		t.Fatalf("secrets: %d keys, %v", len(keys), err)
+	}
+}
+
+func TestWebhookDefaults(t *testing.T) {
+	w := Webhook{}.WithDefaults()
+	if w.Format != "cloudevents" || len(w.EventTypes) != 4 || time.Duration(w.Timeout) != 10*time.Second ||
+		w.Retry.MaxAttempts != 12 || time.Duration(w.Retry.MaxAge) != time.Hour ||
+		time.Duration(w.Retry.InitialBackoff) != time.Second || time.Duration(w.Retry.MaxBackoff) != 5*time.Minute {
+		t.Fatalf("got %+v", w)
+	}
+}
+
+func TestWebhookBadInput(t *testing.T) {
+	secretFile := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secretFile, []byte(testSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	badSecret := filepath.Join(t.TempDir(), "bad")
+	if err := os.WriteFile(badSecret, []byte("hunter2"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ok := "name: a\n  url: https://r.example/\n  resources: [{resource: pods}]\n  secretFile: " + secretFile + "\n"
+	for _, tc := range []struct{ name, hook, want string }{
+		{"valid", ok, ""},
+		{"no name", "url: https://r.example/\n  resources: [{resource: pods}]\n  secretFile: " + secretFile, "webhooks[0]: name: required"},
+		{"bad name", strings.Replace(ok, "name: a", "name: A_b", 1), `name: "A_b"`},
+		{"no url", strings.Replace(ok, "url: https://r.example/", "url: ''", 1), "webhooks[0] (a): url: required"},
+		{"relative url", strings.Replace(ok, "https://r.example/", "/hook", 1), "url: \"/hook\": want an http or https URL"},
+		{"ftp url", strings.Replace(ok, "https://r.example/", "ftp://r.example/", 1), "want an http or https URL"},
+		{"url with user", strings.Replace(ok, "https://r.example/", "https://u:p@r.example/", 1), "credentials in the URL"},
+		{"no resources", strings.Replace(ok, "[{resource: pods}]", "[]", 1), "resources: at least one"},
+		{"empty resource", strings.Replace(ok, "{resource: pods}", "{namespace: x}", 1), "resources[0].resource: required"},
+		{"bad namespace", strings.Replace(ok, "{resource: pods}", "{resource: pods, namespace: Bad_NS}", 1), "resources[0].namespace"},
+		{"bad label selector", strings.Replace(ok, "{resource: pods}", "{resource: pods, labelSelector: 'a=(b'}", 1), "resources[0].labelSelector"},
+		{"bad field selector", strings.Replace(ok, "{resource: pods}", "{resource: pods, fieldSelector: 'a'}", 1), "resources[0].fieldSelector"},
+		{"bad event type", ok + "  eventTypes: [created]\n", `eventTypes: "created"`},
+		{"dup event type", ok + "  eventTypes: [added, added]\n", `"added" is listed twice`},
+		{"missing secret", strings.Replace(ok, "secretFile: "+secretFile, "format: watch", 1), "secret: a signing secret is required"},
+		{"both secrets", ok + "  secretEnv: X\n", "only one of secretFile and secretEnv"},
+		{"unreadable secret", strings.Replace(ok, secretFile, "/nonexistent/secret", 1), "secret: secretFile: open /nonexistent/secret"},
+		{"unset env", strings.Replace(ok, "secretFile: "+secretFile, "secretEnv: KUBEGATE_NOT_SET_ANYWHERE", 1), "KUBEGATE_NOT_SET_ANYWHERE is not set"},
+		{"bad secret", strings.Replace(ok, secretFile, badSecret, 1), `secret 1: want "whsec_"`},
+		{"negative timeout", ok + "  timeout: -1s\n", "timeout: -1s"},
+		{"bad format", ok + "  format: xml\n", `format: "xml"`},
+		{"negative attempts", ok + "  retry: {maxAttempts: -1}\n", "retry.maxAttempts"},
+		{"backoff order", ok + "  retry: {initialBackoff: 1m, maxBackoff: 1s}\n", "retry.initialBackoff: 1m0s is more than maxBackoff"},
+		{"unknown field", ok + "  retries: 3\n", `unknown field "retries"`},
+		{"bad resync", ok + "  resyncPeriod: later\n", "invalid duration"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parse(t, "--config", writeFile(t, "webhooks:\n- "+tc.hook))
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Fatalf("error leaks the secret: %v", err)
+			}
+		})
+	}
+	t.Run("duplicate name", func(t *testing.T) {
+		_, err := parse(t, "--config", writeFile(t, "webhooks:\n- "+ok+"- "+ok))
+		if err == nil || !strings.Contains(err.Error(), `webhooks[1] (a): name: "a" is used by another webhook`) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
+
+// FuzzLoadWebhooks feeds arbitrary files to the loader and validator: they
+// must return an error or a configuration, never panic.
+func FuzzLoadWebhooks(f *testing.F) {
+	f.Add("webhooks:\n- {name: a, url: 'https://x/', resources: [{resource: pods}], secretEnv: X}\n")
+	f.Add("webhooks:\n- name: a\n  retry: {maxAge: 1h}\n  resources: [{resource: pods, labelSelector: 'a in (b)'}]\n")
+	f.Add("webhooks: [{url: 'http://[::1]:80/'}]\n")
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, body string) {
+		p := filepath.Join(dir, "c.yaml")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Load(p, Default())
+		if err != nil {
+			return
+		}
+		_ = c.Validate()
+	})
+}

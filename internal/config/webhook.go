@@ -1,0 +1,294 @@
+package config
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Webhook declares one receiver of resource events (the `webhooks:` list).
+// Field comments give the defaults applied by WithDefaults.
+type Webhook struct {
+	// Name identifies the webhook in logs and metrics. Required; a DNS
+	// label (lower case letters, digits and '-', at most 63 characters),
+	// unique among webhooks.
+	Name string `json:"name"`
+	// URL receives the POSTs. Required; absolute http or https.
+	URL string `json:"url"`
+	// Resources are the watched resources with their filters. At least one.
+	Resources []WebhookResource `json:"resources"`
+	// EventTypes are the event kinds sent: added, modified, deleted, sync.
+	// Default all four.
+	EventTypes []string `json:"eventTypes,omitempty"`
+	// ResyncPeriod re-sends every matching object as a sync event this
+	// often. Default 0 (never).
+	ResyncPeriod Duration `json:"resyncPeriod,omitempty"`
+	// SecretFile and SecretEnv name where the signing secrets are read
+	// from: a file or an environment variable holding one or more
+	// whitespace-separated `whsec_<base64>` secrets. Every secret signs
+	// each request, so a receiver can rotate keys. Exactly one is required.
+	SecretFile string `json:"secretFile,omitempty"`
+	SecretEnv  string `json:"secretEnv,omitempty"`
+	// Source is the CloudEvents `source` attribute. Default: the gateway's
+	// source (the apiserver URL).
+	Source string `json:"source,omitempty"`
+	// Timeout bounds each delivery attempt. Default 10s.
+	Timeout Duration `json:"timeout,omitempty"`
+	// Retry is the retry policy.
+	Retry WebhookRetry `json:"retry"`
+	// Format is cloudevents (CloudEvents 1.0 structured JSON) or watch
+	// (the Kubernetes watch event {"type","object"}). Default cloudevents.
+	Format string `json:"format,omitempty"`
+	// MaxEvents bounds each resource's backlog; past it the backlog
+	// collapses to the latest state per object. Default 4096.
+	MaxEvents int `json:"maxEvents,omitempty"`
+}
+
+// WebhookResource selects the objects of one resource, as a list or watch
+// request would.
+type WebhookResource struct {
+	// Resource is a name kubectl accepts (pods, deployments.apps, a CRD).
+	Resource string `json:"resource"`
+	// Namespace restricts to one namespace. Default all.
+	Namespace     string `json:"namespace,omitempty"`
+	LabelSelector string `json:"labelSelector,omitempty"`
+	FieldSelector string `json:"fieldSelector,omitempty"`
+}
+
+// WebhookRetry is a delivery retry policy. An event is dropped once it has
+// been attempted MaxAttempts times or MaxAge after its first attempt.
+type WebhookRetry struct {
+	// MaxAttempts bounds attempts per event. Default 12.
+	MaxAttempts int `json:"maxAttempts,omitempty"`
+	// MaxAge bounds the time an event is retried. Default 1h.
+	MaxAge Duration `json:"maxAge,omitempty"`
+	// InitialBackoff is the first backoff ceiling; it doubles per attempt
+	// and the wait is drawn uniformly below it (full jitter). Default 1s.
+	InitialBackoff Duration `json:"initialBackoff,omitempty"`
+	// MaxBackoff caps the backoff ceiling. Default 5m.
+	MaxBackoff Duration `json:"maxBackoff,omitempty"`
+}
+
+// Webhook event types and formats.
+var (
+	WebhookEventTypes = []string{"added", "modified", "deleted", "sync"}
+	webhookName       = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+)
+
+// WithDefaults returns w with zero fields set to their defaults.
+func (w Webhook) WithDefaults() Webhook {
+	if len(w.EventTypes) == 0 {
+		w.EventTypes = append([]string(nil), WebhookEventTypes...)
+	}
+	if w.Timeout == 0 {
+		w.Timeout = Duration(10 * time.Second)
+	}
+	if w.Format == "" {
+		w.Format = "cloudevents"
+	}
+	if w.MaxEvents == 0 {
+		w.MaxEvents = 4096
+	}
+	r := &w.Retry
+	if r.MaxAttempts == 0 {
+		r.MaxAttempts = 12
+	}
+	if r.MaxAge == 0 {
+		r.MaxAge = Duration(time.Hour)
+	}
+	if r.InitialBackoff == 0 {
+		r.InitialBackoff = Duration(time.Second)
+	}
+	if r.MaxBackoff == 0 {
+		r.MaxBackoff = Duration(5 * time.Minute)
+	}
+	return w
+}
+
+// Secrets reads and decodes the webhook's signing secrets.
+func (w Webhook) Secrets() ([][]byte, error) {
+	var raw, from string
+	switch {
+	case w.SecretFile != "" && w.SecretEnv != "":
+		return nil, errors.New("set only one of secretFile and secretEnv")
+	case w.SecretFile != "":
+		from = "secretFile " + w.SecretFile
+		b, err := os.ReadFile(w.SecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("secretFile: %w", err)
+		}
+		raw = string(b)
+	case w.SecretEnv != "":
+		from = "secretEnv " + w.SecretEnv
+		v, ok := os.LookupEnv(w.SecretEnv)
+		if !ok {
+			return nil, fmt.Errorf("secretEnv: environment variable %s is not set", w.SecretEnv)
+		}
+		raw = v
+	default:
+		return nil, errors.New("a signing secret is required: set secretFile or secretEnv")
+	}
+	var out [][]byte
+	for i, s := range strings.Fields(raw) {
+		key, err := DecodeWebhookSecret(s)
+		if err != nil {
+			// Never echo the secret itself.
+			return nil, fmt.Errorf("%s: secret %d: %w", from, i+1, err)
+		}
+		out = append(out, key)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no secret found", from)
+	}
+	return out, nil
+}
+
+// DecodeWebhookSecret decodes a Standard Webhooks secret, "whsec_" followed
+// by base64 of at least 24 bytes.
+func DecodeWebhookSecret(s string) ([]byte, error) {
+	b64, ok := strings.CutPrefix(s, "whsec_")
+	if !ok {
+		return nil, errors.New(`want "whsec_" followed by base64`)
+	}
+	key, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return nil, errors.New(`the part after "whsec_" is not valid base64`)
+	}
+	if len(key) < 24 || len(key) > 64 {
+		return nil, fmt.Errorf("the key is %d bytes; want 24 to 64", len(key))
+	}
+	return key, nil
+}
+
+// ValidateWebhooks checks a webhook list, naming the webhook and field of
+// each problem. It reads the secrets, so a missing one fails at load.
+func ValidateWebhooks(hooks []Webhook) error {
+	var errs []error
+	seen := map[string]bool{}
+	for i, w := range hooks {
+		w = w.WithDefaults()
+		at := fmt.Sprintf("webhooks[%d]", i)
+		if w.Name != "" {
+			at += fmt.Sprintf(" (%s)", w.Name)
+		}
+		bad := func(field, format string, args ...any) {
+			errs = append(errs, fmt.Errorf("%s: %s: %s", at, field, fmt.Sprintf(format, args...)))
+		}
+		switch {
+		case w.Name == "":
+			bad("name", "required")
+		case len(w.Name) > 63 || !webhookName.MatchString(w.Name):
+			bad("name", "%q: want lower case letters, digits and '-', at most 63 characters", w.Name)
+		case seen[w.Name]:
+			bad("name", "%q is used by another webhook", w.Name)
+		}
+		seen[w.Name] = true
+		if err := validateWebhookURL(w.URL); err != nil {
+			bad("url", "%v", err)
+		}
+		if len(w.Resources) == 0 {
+			bad("resources", "at least one resource is required")
+		}
+		for j, r := range w.Resources {
+			field := fmt.Sprintf("resources[%d]", j)
+			if strings.TrimSpace(r.Resource) == "" {
+				bad(field+".resource", "required")
+			}
+			if r.Namespace != "" {
+				if msgs := validation.IsDNS1123Label(r.Namespace); len(msgs) > 0 {
+					bad(field+".namespace", "%q: %s", r.Namespace, strings.Join(msgs, "; "))
+				}
+			}
+			if _, err := labels.Parse(r.LabelSelector); err != nil {
+				bad(field+".labelSelector", "%v", err)
+			}
+			if _, err := fields.ParseSelector(r.FieldSelector); err != nil {
+				bad(field+".fieldSelector", "%v", err)
+			}
+		}
+		types := map[string]bool{}
+		for _, t := range w.EventTypes {
+			switch {
+			case !contains(WebhookEventTypes, t):
+				bad("eventTypes", "%q: want added, modified, deleted or sync", t)
+			case types[t]:
+				bad("eventTypes", "%q is listed twice", t)
+			}
+			types[t] = true
+		}
+		if w.ResyncPeriod < 0 {
+			bad("resyncPeriod", "must not be negative")
+		}
+		if _, err := w.Secrets(); err != nil {
+			bad("secret", "%v", err)
+		}
+		if w.Timeout <= 0 || time.Duration(w.Timeout) > 5*time.Minute {
+			bad("timeout", "%s: want more than 0 and at most 5m", time.Duration(w.Timeout))
+		}
+		switch w.Format {
+		case "cloudevents", "watch":
+		default:
+			bad("format", "%q: want cloudevents or watch", w.Format)
+		}
+		if w.MaxEvents < 0 {
+			bad("maxEvents", "must not be negative")
+		}
+		r := w.Retry
+		if r.MaxAttempts < 0 {
+			bad("retry.maxAttempts", "must not be negative")
+		}
+		for _, d := range []struct {
+			name string
+			v    Duration
+		}{{"maxAge", r.MaxAge}, {"initialBackoff", r.InitialBackoff}, {"maxBackoff", r.MaxBackoff}} {
+			if d.v < 0 {
+				bad("retry."+d.name, "must not be negative")
+			}
+		}
+		if r.InitialBackoff > r.MaxBackoff {
+			bad("retry.initialBackoff", "%s is more than maxBackoff %s", time.Duration(r.InitialBackoff), time.Duration(r.MaxBackoff))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validateWebhookURL(s string) error {
+	if s == "" {
+		return errors.New("required")
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("%q: %v", s, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("%q: want an http or https URL", s)
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return fmt.Errorf("%q: host is missing", s)
+	}
+	if u.User != nil {
+		return fmt.Errorf("%q: credentials in the URL are not allowed; the request is signed", s)
+	}
+	if u.Fragment != "" {
+		return fmt.Errorf("%q: a fragment is not allowed", s)
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
