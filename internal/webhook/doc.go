@@ -1,0 +1,10 @@
+// Package webhook pushes resource events to HTTP receivers.
+//
+// Each configured webhook gets one informer listener per watched resource
+// (internal/informer, OverflowCollapse policy) and one delivery goroutine
+// that turns notifications into signed POSTs (CloudEvents 1.0 structured
+// JSON or Kubernetes watch-event JSON), retried with backoff. Requests are
+// signed per the Standard Webhooks specification; Verify is the
+// receiver-side check. Configuration comes from config.Webhook and may be
+// replaced at run time with Manager.Apply (SIGHUP in cmd/gateway).
+package webhook
