@@ -173,6 +173,7 @@ func run(ctx context.Context, cfg config.Config) error {
 		RecheckInterval: time.Duration(cfg.Auth.RecheckInterval),
 		WebSocket:       wsServer,
 		ShutdownTimeout: time.Duration(cfg.ShutdownTimeout),
+		Version:         version,
 	})
 	if err != nil {
 		return err

@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/utils/clock"
 
 	"kubegate/internal/apistatus"
 	"kubegate/internal/auth"
@@ -58,6 +60,17 @@ type Options struct {
 	RecheckInterval time.Duration
 	// ShutdownTimeout bounds the graceful shutdown. Default: 15s.
 	ShutdownTimeout time.Duration
+	// Version is the apiserver's version, served at /version (kubectl
+	// version). Default: none (404).
+	Version *version.Info
+	// PageTTL is how long a list snapshot behind continue tokens is
+	// kept. Default: 5m (the apiserver's default etcd compaction interval).
+	PageTTL time.Duration
+	// MaxPageSnapshots bounds the list snapshots kept for continue tokens;
+	// the oldest is dropped first (its tokens then answer 410). Default: 1000.
+	MaxPageSnapshots int
+	// Clock drives page expiry. Default: the real clock.
+	Clock clock.Clock
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -85,6 +98,15 @@ func (o Options) withDefaults() (Options, error) {
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = 15 * time.Second
 	}
+	if o.PageTTL <= 0 {
+		o.PageTTL = 5 * time.Minute
+	}
+	if o.MaxPageSnapshots <= 0 {
+		o.MaxPageSnapshots = 1000
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
 	return o, nil
 }
 
@@ -98,6 +120,7 @@ type Server struct {
 	ln      net.Listener
 	handler http.Handler
 	metrics *metrics
+	pager   *pager
 	// baseCtx is every request's parent; cancelled when shutdown begins
 	// so streams end promptly instead of holding Shutdown up.
 	baseCtx    context.Context
@@ -114,6 +137,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, log: opts.Logger, ln: opts.Listener}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	s.metrics = newMetrics(opts.Registry)
+	s.pager = newPager(opts.PageTTL, opts.MaxPageSnapshots, opts.Clock)
 	if s.ln == nil {
 		s.ln, err = net.Listen("tcp", opts.Listen)
 		if err != nil {

@@ -1,0 +1,249 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kubegate/internal/apistatus"
+	"kubegate/internal/auth"
+	"kubegate/internal/informer"
+)
+
+// maxLimit bounds limit; larger values are rejected so a client learns the
+// bound instead of receiving fewer items than it asked for.
+const maxLimit = 100000
+
+// listParams are a list request's query parameters.
+type listParams struct {
+	filter   informer.Filter
+	limit    int
+	cont     string
+	rv       string
+	rvMatch  string
+	pretty   bool
+	table    *tableOptions
+	scopeKey string
+}
+
+func parseListParams(r *http.Request, rq apiRequest, info *informer.ResourceInfo, dec auth.Decision) (listParams, error) {
+	q := r.URL.Query()
+	var p listParams
+	f, err := informer.ParseFilter(info, rq.namespace, q.Get("labelSelector"), q.Get("fieldSelector"))
+	if err != nil {
+		return p, err
+	}
+	if info.Namespaced && rq.namespace == "" {
+		f.Namespaces = dec.Namespaces
+	}
+	p.filter = f
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > maxLimit {
+			return p, badRequestError("invalid limit %q: want an integer from 0 to %d (0 means no limit)", v, maxLimit)
+		}
+		p.limit = int(n)
+	}
+	p.cont = q.Get("continue")
+	p.rv = q.Get("resourceVersion")
+	p.rvMatch = q.Get("resourceVersionMatch")
+	if p.rv != "" && p.rv != "0" {
+		if _, err := strconv.ParseUint(p.rv, 10, 64); err != nil {
+			return p, badRequestError("invalid resourceVersion %q: want a number", p.rv)
+		}
+	}
+	switch p.rvMatch {
+	case "", string(metav1.ResourceVersionMatchNotOlderThan), string(metav1.ResourceVersionMatchExact):
+	default:
+		return p, badRequestError("invalid resourceVersionMatch %q: want NotOlderThan or Exact", p.rvMatch)
+	}
+	if p.rvMatch != "" && p.rv == "" {
+		return p, badRequestError("resourceVersionMatch is forbidden unless resourceVersion is provided")
+	}
+	if p.cont != "" && p.rv != "" && p.rv != "0" {
+		return p, badRequestError("specifying resourceVersion is not allowed when using continue")
+	}
+	p.pretty = isTrue(q.Get("pretty"))
+	p.table, err = parseTableOptions(r)
+	if err != nil {
+		return p, err
+	}
+	// The scope binds continue tokens to the request that created them.
+	u := auth.UserFrom(r.Context())
+	p.scopeKey = strings.Join([]string{info.GVR.String(), rq.namespace, q.Get("labelSelector"),
+		q.Get("fieldSelector"), u.String(), nsKey(dec)}, "\x00")
+	return p, nil
+}
+
+func nsKey(d auth.Decision) string {
+	if d.Namespaces == nil {
+		return "*"
+	}
+	ns := d.Namespaces.UnsortedList()
+	slices.Sort(ns)
+	return strings.Join(ns, ",")
+}
+
+// serveList answers a list from the cache, or from a stored snapshot when
+// continuing. Objects are sorted by namespace and name (the apiserver's
+// etcd key order), so pages are stable.
+func (s *Server) serveList(w http.ResponseWriter, r *http.Request, rq apiRequest, res *informer.Resource, dec auth.Decision) {
+	p, err := parseListParams(r, rq, res.Info, dec)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var (
+		objs   []*informer.Object
+		rv     uint64
+		offset int
+	)
+	if p.cont != "" {
+		snap, _, off, st := s.pager.next(p.cont, p.scopeKey)
+		if st != nil {
+			apistatus.Write(w, st)
+			return
+		}
+		objs, rv, offset = snap.objs, snap.rv, off
+	} else {
+		objs, rv = res.List(&p.filter)
+		if st := checkListRV(p, rv); st != nil {
+			apistatus.Write(w, st)
+			return
+		}
+		slices.SortFunc(objs, compareObjects)
+	}
+	page := objs[offset:]
+	var next string
+	remaining := 0
+	if p.limit > 0 && len(page) > p.limit {
+		page = page[:p.limit]
+		remaining = len(objs) - offset - p.limit
+		if p.cont == "" {
+			next = s.pager.store(p.scopeKey, objs, rv, offset+p.limit)
+		} else {
+			snapID := s.pager.mustID(p.cont)
+			next = s.pager.token(snapID, offset+p.limit)
+		}
+	}
+	if p.table != nil {
+		s.writeTable(w, r, res.Info, page, rv, next, p.table, p.pretty)
+		return
+	}
+	var b bytes.Buffer
+	b.Grow(256 + sizeOf(page))
+	b.WriteString(`{"kind":`)
+	writeJSONString(&b, res.Info.GVK.Kind+"List")
+	b.WriteString(`,"apiVersion":`)
+	writeJSONString(&b, res.Info.GVR.GroupVersion().String())
+	b.WriteString(`,"metadata":{"resourceVersion":"`)
+	b.WriteString(strconv.FormatUint(rv, 10))
+	b.WriteByte('"')
+	if next != "" {
+		b.WriteString(`,"continue":"`)
+		b.WriteString(next) // base64url: nothing to escape
+		b.WriteString(`","remainingItemCount":`)
+		b.WriteString(strconv.Itoa(remaining))
+	}
+	b.WriteString(`},"items":[`)
+	for i, o := range page {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(bytes.TrimRight(o.Raw, "\n"))
+	}
+	b.WriteString("]}\n")
+	writeJSON(w, r, http.StatusOK, b.Bytes(), p.pretty)
+}
+
+// checkListRV applies resourceVersion and resourceVersionMatch to a list
+// served at the cache's version rv. The cache only ever holds its latest
+// state, so: "" and "0" are served as is; N with NotOlderThan (or no
+// match) is served when the cache has reached N, else 504 like the
+// apiserver's "Too large resource version"; Exact is served only when N is
+// the cache's version, else 410.
+func checkListRV(p listParams, rv uint64) *metav1.Status {
+	if p.rv == "" || p.rv == "0" {
+		return nil
+	}
+	want, _ := strconv.ParseUint(p.rv, 10, 64)
+	switch {
+	case p.rvMatch == string(metav1.ResourceVersionMatchExact) && want != rv:
+		return apistatus.New(http.StatusGone, metav1.StatusReasonExpired,
+			"resourceVersionMatch=Exact: the gateway serves only its latest version ("+strconv.FormatUint(rv, 10)+"), not "+p.rv)
+	case want > rv:
+		st := apistatus.New(http.StatusGatewayTimeout, metav1.StatusReasonTimeout,
+			"Too large resource version: "+p.rv+", current: "+strconv.FormatUint(rv, 10))
+		st.Details = &metav1.StatusDetails{RetryAfterSeconds: 1,
+			Causes: []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}}
+		return st
+	}
+	return nil
+}
+
+func compareObjects(a, b *informer.Object) int {
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
+}
+
+func sizeOf(objs []*informer.Object) int {
+	n := 0
+	for _, o := range objs {
+		n += len(o.Raw) + 1
+	}
+	return n
+}
+
+func writeJSONString(b *bytes.Buffer, s string) {
+	enc, _ := json.Marshal(s)
+	b.Write(enc)
+}
+
+// writeJSON sends a JSON body, indented when pretty is set.
+func writeJSON(w http.ResponseWriter, r *http.Request, code int, body []byte, pretty bool) {
+	if pretty {
+		var ind bytes.Buffer
+		if err := json.Indent(&ind, body, "", "  "); err == nil {
+			body = ind.Bytes()
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(code)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(body)
+	}
+}
+
+// serveGet answers one object from the cache.
+func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, rq apiRequest, res *informer.Resource) {
+	table, err := parseTableOptions(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	o, ok := res.Get(rq.namespace, rq.name)
+	if !ok {
+		st := notFound("%s %q not found", res.Info.GVR.GroupResource(), rq.name)
+		st.Details = &metav1.StatusDetails{Name: rq.name, Group: res.Info.GVR.Group, Kind: res.Info.GVR.Resource}
+		apistatus.Write(w, st)
+		return
+	}
+	pretty := isTrue(r.URL.Query().Get("pretty"))
+	if table != nil {
+		s.writeTable(w, r, res.Info, []*informer.Object{o}, o.RV, "", table, pretty)
+		return
+	}
+	body := o.Raw
+	if !bytes.HasSuffix(body, []byte("\n")) {
+		body = append(append(make([]byte, 0, len(body)+1), body...), '\n')
+	}
+	writeJSON(w, r, http.StatusOK, body, pretty)
+}

@@ -1,0 +1,9 @@
+package httpapi
+
+import (
+	"testing"
+
+	"kubegate/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m, testenv.Options{}) }

@@ -1,0 +1,185 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"kubegate/internal/informer"
+)
+
+func objs(names ...string) []*informer.Object {
+	var out []*informer.Object
+	for _, n := range names {
+		out = append(out, &informer.Object{ObjectMeta: metav1.ObjectMeta{Name: n}})
+	}
+	return out
+}
+
+func TestPagerTokens(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1e9, 0))
+	p := newPager(time.Minute, 2, clk)
+	tok := p.store("scope-a", objs("a", "b", "c"), 7, 2)
+
+	snap, id, off, st := p.next(tok, "scope-a")
+	if st != nil || off != 2 || snap.rv != 7 || len(snap.objs) != 3 {
+		t.Fatalf("next: off=%d st=%v", off, st)
+	}
+	if got := p.token(id, 3); got == tok {
+		t.Fatal("tokens for different offsets are equal")
+	}
+
+	raw, _ := base64.RawURLEncoding.DecodeString(tok)
+	raw[tokenIDLen+7]++ // change the offset without the key
+	forged := base64.RawURLEncoding.EncodeToString(raw)
+	for name, c := range map[string]string{
+		"forged offset": forged,
+		"garbage":       "not-a-token",
+		"empty-ish":     "AA",
+		"truncated":     tok[:len(tok)-2],
+	} {
+		if _, _, _, st := p.next(c, "scope-a"); st == nil || st.Code != http.StatusBadRequest {
+			t.Errorf("%s: got %v, want 400", name, st)
+		}
+	}
+	if _, _, _, st := p.next(tok, "scope-b"); st == nil || st.Code != http.StatusBadRequest {
+		t.Errorf("other scope: got %v, want 400", st)
+	}
+	other := newPager(time.Minute, 2, clk)
+	if _, _, _, st := other.next(tok, "scope-a"); st == nil || st.Code != http.StatusBadRequest {
+		t.Errorf("token from another gateway: got %v, want 400", st)
+	}
+
+	clk.Step(time.Minute)
+	_, _, _, st = p.next(tok, "scope-a")
+	if st == nil || st.Code != http.StatusGone || st.Reason != metav1.StatusReasonExpired {
+		t.Fatalf("expired: got %v, want 410 Expired", st)
+	}
+}
+
+func TestPagerEvictsOldest(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1e9, 0))
+	p := newPager(time.Hour, 2, clk)
+	t1 := p.store("s", objs("a", "b"), 1, 1)
+	t2 := p.store("s", objs("a", "b"), 2, 1)
+	t3 := p.store("s", objs("a", "b"), 3, 1)
+	if _, _, _, st := p.next(t1, "s"); st == nil || st.Code != http.StatusGone {
+		t.Errorf("evicted token: got %v, want 410", st)
+	}
+	for _, tok := range []string{t2, t3} {
+		if _, _, _, st := p.next(tok, "s"); st != nil {
+			t.Errorf("kept token: %v", st)
+		}
+	}
+	if len(p.snaps) != 2 || len(p.order) != 2 {
+		t.Errorf("kept %d snapshots (%d ordered), want 2", len(p.snaps), len(p.order))
+	}
+}
+
+func TestParseAPIPath(t *testing.T) {
+	for _, c := range []struct {
+		path, kind string
+		want       apiRequest
+	}{
+		{"/api", "versions", apiRequest{}},
+		{"/apis", "groups", apiRequest{}},
+		{"/apis/apps", "group", apiRequest{gv: gv("apps", "")}},
+		{"/api/v1", "resources", apiRequest{gv: gv("", "v1")}},
+		{"/apis/apps/v1", "resources", apiRequest{gv: gv("apps", "v1")}},
+		{"/api/v1/pods", "list", apiRequest{gv: gv("", "v1"), resource: "pods"}},
+		{"/api/v1/namespaces/x/pods", "list", apiRequest{gv: gv("", "v1"), resource: "pods", namespace: "x"}},
+		{"/api/v1/namespaces/x/pods/p", "get", apiRequest{gv: gv("", "v1"), resource: "pods", namespace: "x", name: "p"}},
+		{"/api/v1/namespaces/x", "get", apiRequest{gv: gv("", "v1"), resource: "namespaces", name: "x"}},
+		{"/apis/apps/v1/namespaces/x/deployments/d", "get", apiRequest{gv: gv("apps", "v1"), resource: "deployments", namespace: "x", name: "d"}},
+		{"/api/v1/namespaces/x/pods/p/log", "", apiRequest{}},
+		{"/api/v1/pods/a/b", "", apiRequest{}},
+		{"/api//pods", "", apiRequest{}},
+		{"/other", "", apiRequest{}},
+	} {
+		got, kind := parseAPIPath(c.path)
+		if kind != c.kind || (kind != "" && got != c.want) {
+			t.Errorf("%s: got %+v %q, want %+v %q", c.path, got, kind, c.want, c.kind)
+		}
+	}
+}
+
+func TestParseTableOptions(t *testing.T) {
+	for _, c := range []struct {
+		accept, query string
+		want          *tableOptions
+		bad           bool
+	}{
+		{"application/json", "", nil, false},
+		{"", "", nil, false},
+		{"application/json;as=Table;v=v1;g=meta.k8s.io,application/json", "", &tableOptions{"v1", metav1.IncludeMetadata}, false},
+		{"application/json;as=Table;v=v1beta1;g=meta.k8s.io", "includeObject=Object", &tableOptions{"v1beta1", metav1.IncludeObject}, false},
+		{"application/json, application/json;as=Table;v=v1;g=meta.k8s.io", "", nil, false},
+		{"application/json;as=Table;v=v9;g=meta.k8s.io", "", nil, false},
+		{"application/json;as=Table;v=v1;g=meta.k8s.io", "includeObject=All", nil, true},
+	} {
+		r := httptest.NewRequest("GET", "/api/v1/pods?"+c.query, nil)
+		r.Header.Set("Accept", c.accept)
+		got, err := parseTableOptions(r)
+		if (err != nil) != c.bad {
+			t.Errorf("%q %q: err %v", c.accept, c.query, err)
+			continue
+		}
+		if (got == nil) != (c.want == nil) || (got != nil && *got != *c.want) {
+			t.Errorf("%q %q: got %+v, want %+v", c.accept, c.query, got, c.want)
+		}
+	}
+}
+
+func TestValidateQuery(t *testing.T) {
+	for q, bad := range map[string]bool{
+		"watch=true":                false,
+		"watch=1&pretty=false":      false,
+		"watch=yes":                 true,
+		"limit=1&limit=2":           true,
+		"unknown=1&unknown=2":       false,
+		"allowWatchBookmarks=maybe": true,
+	} {
+		r := httptest.NewRequest("GET", "/api/v1/pods?"+q, nil)
+		if st := validateQuery(r.URL.Query()); (st != nil) != bad {
+			t.Errorf("%s: got %v, want bad=%v", q, st, bad)
+		}
+	}
+}
+
+// FuzzContinueToken checks that no token crashes the pager or passes
+// without having been issued.
+func FuzzContinueToken(f *testing.F) {
+	p := newPager(time.Minute, 10, clocktesting.NewFakeClock(time.Unix(1e9, 0)))
+	good := p.store("s", objs("a", "b"), 1, 1)
+	f.Add(good)
+	f.Add("")
+	f.Add("AAAA")
+	f.Fuzz(func(t *testing.T, tok string) {
+		_, _, _, st := p.next(tok, "s")
+		if st == nil && tok != good {
+			t.Fatalf("token %q accepted", tok)
+		}
+	})
+}
+
+// FuzzAPIPath checks that path parsing never panics and only names
+// resources with non-empty segments.
+func FuzzAPIPath(f *testing.F) {
+	for _, s := range []string{"/api/v1/pods", "/apis/a/b/namespaces/c/d/e", "//", "/api/v1/namespaces//pods"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, path string) {
+		rq, kind := parseAPIPath(path)
+		if (kind == "list" || kind == "get") && (rq.resource == "" || rq.gv.Version == "") {
+			t.Fatalf("%q: %q with empty resource or version: %+v", path, kind, rq)
+		}
+	})
+}
+
+func gv(g, v string) schema.GroupVersion { return schema.GroupVersion{Group: g, Version: v} }

@@ -1,0 +1,207 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/client-go/util/jsonpath"
+
+	"kubegate/internal/informer"
+)
+
+// tableOptions is a request for the meta.k8s.io Table form, which kubectl
+// asks for with Accept: application/json;as=Table;v=v1;g=meta.k8s.io.
+type tableOptions struct {
+	version       string // v1 or v1beta1
+	includeObject metav1.IncludeObjectPolicy
+}
+
+// parseTableOptions returns the Table options if the Accept header asks
+// for a Table before any plain JSON, else nil.
+func parseTableOptions(r *http.Request) (*tableOptions, error) {
+	accept := r.Header.Get("Accept")
+	if !strings.Contains(accept, "Table") {
+		return nil, nil
+	}
+	for _, part := range strings.Split(accept, ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		if mt != "application/json" && mt != "*/*" && mt != "application/*" {
+			continue
+		}
+		if params["as"] == "" {
+			return nil, nil // plain JSON is acceptable before any Table
+		}
+		if params["as"] != "Table" || params["g"] != "meta.k8s.io" || (params["v"] != "v1" && params["v"] != "v1beta1") {
+			continue
+		}
+		t := &tableOptions{version: params["v"], includeObject: metav1.IncludeMetadata}
+		switch v := metav1.IncludeObjectPolicy(r.URL.Query().Get("includeObject")); v {
+		case "":
+		case metav1.IncludeNone, metav1.IncludeMetadata, metav1.IncludeObject:
+			t.includeObject = v
+		default:
+			return nil, badRequestError("invalid includeObject %q: want None, Metadata or Object", v)
+		}
+		return t, nil
+	}
+	return nil, nil
+}
+
+// printerColumn is one of a CRD version's additionalPrinterColumns.
+type printerColumn struct {
+	Name        string `json:"name"`
+	Type        string `json:"type"`
+	Format      string `json:"format"`
+	Description string `json:"description"`
+	Priority    int32  `json:"priority"`
+	JSONPath    string `json:"jsonPath"`
+}
+
+// crdColumns returns the additionalPrinterColumns of a custom resource,
+// read from the cached CustomResourceDefinition, or nil for built-in
+// resources, CRDs without columns, or when CRDs cannot be read.
+func (s *Server) crdColumns(ctx context.Context, info *informer.ResourceInfo) []printerColumn {
+	if !strings.Contains(info.GVR.Group, ".") || strings.HasSuffix(info.GVR.Group, ".k8s.io") {
+		return nil
+	}
+	crds, err := s.opts.Manager.Resource(ctx, "customresourcedefinitions.apiextensions.k8s.io")
+	if err != nil || crds.WaitForSync(ctx) != nil {
+		return nil
+	}
+	o, ok := crds.Get("", info.GVR.Resource+"."+info.GVR.Group)
+	if !ok {
+		return nil
+	}
+	var crd struct {
+		Spec struct {
+			Versions []struct {
+				Name    string          `json:"name"`
+				Columns []printerColumn `json:"additionalPrinterColumns"`
+			} `json:"versions"`
+		} `json:"spec"`
+	}
+	if json.Unmarshal(o.Raw, &crd) != nil {
+		return nil
+	}
+	for _, v := range crd.Spec.Versions {
+		if v.Name == info.GVR.Version {
+			return v.Columns
+		}
+	}
+	return nil
+}
+
+// writeTable answers objs as a Table: NAME, NAMESPACE (priority 1, so
+// kubectl shows it with -o wide; with -A kubectl adds its own), the CRD's
+// printer columns, and AGE.
+func (s *Server) writeTable(w http.ResponseWriter, r *http.Request, info *informer.ResourceInfo, objs []*informer.Object,
+	rv uint64, cont string, opts *tableOptions, pretty bool) {
+	t := s.buildTable(r.Context(), info, objs, opts, true)
+	t.ResourceVersion = strconv.FormatUint(rv, 10)
+	t.Continue = cont
+	b, err := json.Marshal(t)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, r, http.StatusOK, append(b, '\n'), pretty)
+}
+
+func (s *Server) buildTable(ctx context.Context, info *informer.ResourceInfo, objs []*informer.Object,
+	opts *tableOptions, headers bool) *metav1.Table {
+	cols := s.crdColumns(ctx, info)
+	t := &metav1.Table{TypeMeta: metav1.TypeMeta{Kind: "Table", APIVersion: "meta.k8s.io/" + opts.version},
+		Rows: make([]metav1.TableRow, 0, len(objs))}
+	if headers {
+		t.ColumnDefinitions = append(t.ColumnDefinitions, metav1.TableColumnDefinition{Name: "Name", Type: "string",
+			Format: "name", Description: "Name must be unique within a namespace."})
+		if info.Namespaced {
+			t.ColumnDefinitions = append(t.ColumnDefinitions, metav1.TableColumnDefinition{Name: "Namespace",
+				Type: "string", Priority: 1, Description: "The object's namespace."})
+		}
+		for _, c := range cols {
+			t.ColumnDefinitions = append(t.ColumnDefinitions, metav1.TableColumnDefinition{Name: c.Name, Type: c.Type,
+				Format: c.Format, Description: c.Description, Priority: c.Priority})
+		}
+		t.ColumnDefinitions = append(t.ColumnDefinitions, metav1.TableColumnDefinition{Name: "Age", Type: "string",
+			Description: "Time since the object was created."})
+	}
+	var parsed []*jsonpath.JSONPath
+	for _, c := range cols {
+		jp := jsonpath.New(c.Name).AllowMissingKeys(true)
+		if jp.Parse("{"+c.JSONPath+"}") != nil {
+			jp = nil
+		}
+		parsed = append(parsed, jp)
+	}
+	now := time.Now()
+	for _, o := range objs {
+		row := metav1.TableRow{Cells: []any{o.Name}}
+		if info.Namespaced {
+			row.Cells = append(row.Cells, o.Namespace)
+		}
+		if len(cols) > 0 {
+			var content map[string]any
+			_ = json.Unmarshal(o.Raw, &content)
+			for i, c := range cols {
+				row.Cells = append(row.Cells, columnValue(parsed[i], c, content, now))
+			}
+		}
+		row.Cells = append(row.Cells, age(o.CreationTimestamp, now))
+		switch opts.includeObject {
+		case metav1.IncludeObject:
+			row.Object = runtime.RawExtension{Raw: o.Raw}
+		case metav1.IncludeMetadata:
+			m, _ := json.Marshal(&metav1.PartialObjectMetadata{
+				TypeMeta:   metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"},
+				ObjectMeta: o.ObjectMeta})
+			row.Object = runtime.RawExtension{Raw: m}
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return t
+}
+
+func age(ts metav1.Time, now time.Time) string {
+	if ts.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(now.Sub(ts.Time))
+}
+
+// columnValue evaluates a printer column as the apiserver does: the first
+// value found, dates as ages, nil when absent.
+func columnValue(jp *jsonpath.JSONPath, c printerColumn, content map[string]any, now time.Time) any {
+	if jp == nil || content == nil {
+		return nil
+	}
+	res, err := jp.FindResults(content)
+	if err != nil || len(res) == 0 || len(res[0]) == 0 {
+		return nil
+	}
+	v := res[0][0].Interface()
+	if c.Type == "date" {
+		if s, ok := v.(string); ok {
+			if ts, err := time.Parse(time.RFC3339, s); err == nil {
+				return duration.HumanDuration(now.Sub(ts))
+			}
+		}
+	}
+	switch v.(type) {
+	case string, bool, float64, int64, int, nil:
+		return v
+	}
+	return fmt.Sprint(v)
+}

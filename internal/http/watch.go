@@ -1,0 +1,332 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+
+	"kubegate/internal/apistatus"
+	"kubegate/internal/auth"
+	"kubegate/internal/informer"
+)
+
+const (
+	// initialEventsEndAnnotation marks the bookmark that ends the initial
+	// events of a sendInitialEvents=true watch (metav1.InitialEventsAnnotationKey).
+	initialEventsEndAnnotation = metav1.InitialEventsAnnotationKey
+	// bookmarkInterval is how often a watch with allowWatchBookmarks gets
+	// a BOOKMARK carrying its latest resourceVersion.
+	bookmarkInterval = time.Minute
+	// maxWatchTimeout bounds timeoutSeconds.
+	maxWatchTimeout = 24 * time.Hour
+	// watchWriteTimeout bounds one batch write; a client that reads
+	// nothing for this long is dropped.
+	watchWriteTimeout = 30 * time.Second
+)
+
+// watchParams are a watch request's query parameters.
+type watchParams struct {
+	rv            string
+	bookmarks     bool
+	initialEvents bool // snapshot first
+	endBookmark   bool // initial-events-end bookmark after the snapshot
+	timeout       time.Duration
+	sse           bool
+	table         *tableOptions
+}
+
+func parseWatchParams(r *http.Request) (watchParams, error) {
+	q := r.URL.Query()
+	p := watchParams{rv: q.Get("resourceVersion"), bookmarks: isTrue(q.Get("allowWatchBookmarks"))}
+	p.sse = strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+	if p.sse && p.rv == "" {
+		p.rv = r.Header.Get("Last-Event-ID") // an EventSource reconnecting
+	}
+	if p.rv != "" && p.rv != "0" {
+		if _, err := strconv.ParseUint(p.rv, 10, 64); err != nil {
+			return p, badRequestError("invalid resourceVersion %q: want a number", p.rv)
+		}
+	}
+	switch sie := q.Get("sendInitialEvents"); sie {
+	case "true", "1":
+		// The watch-list protocol: the current state as ADDED events,
+		// then (with bookmarks) a BOOKMARK annotated
+		// k8s.io/initial-events-end.
+		p.initialEvents, p.endBookmark = true, p.bookmarks
+		if m := q.Get("resourceVersionMatch"); m != string(metav1.ResourceVersionMatchNotOlderThan) {
+			return p, badRequestError("sendInitialEvents=true requires resourceVersionMatch=NotOlderThan")
+		}
+	case "false", "0":
+	case "":
+		// Legacy semantics: "" and "0" start with the current state as
+		// synthetic ADDED events; a version N resumes after N.
+		p.initialEvents = p.rv == "" || p.rv == "0"
+	}
+	for _, name := range []string{"timeoutSeconds", "timeout"} {
+		v := q.Get(name)
+		if v == "" {
+			continue
+		}
+		var d time.Duration
+		var err error
+		if name == "timeoutSeconds" {
+			var n int64
+			n, err = strconv.ParseInt(v, 10, 64)
+			d = time.Duration(n) * time.Second
+		} else {
+			d, err = time.ParseDuration(v)
+		}
+		if err != nil || d < 0 {
+			return p, badRequestError("invalid %s %q", name, v)
+		}
+		if d > 0 && (p.timeout == 0 || d < p.timeout) {
+			p.timeout = min(d, maxWatchTimeout)
+		}
+	}
+	var err error
+	p.table, err = parseTableOptions(r)
+	return p, err
+}
+
+// watchStream writes watch events: newline-delimited JSON (the
+// apiserver's form) or server-sent events.
+type watchStream struct {
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	sse   bool
+	buf   bytes.Buffer
+	kind  string // the resource's kind and apiVersion, for bookmarks
+	apiV  string
+	table func(o *informer.Object) []byte // non-nil for Table watches
+}
+
+// event appends one event whose object is raw JSON.
+func (ws *watchStream) event(typ string, obj []byte, rv uint64) {
+	if ws.sse {
+		ws.buf.WriteString("event: ")
+		ws.buf.WriteString(typ)
+		if rv > 0 {
+			ws.buf.WriteString("\nid: ")
+			ws.buf.WriteString(strconv.FormatUint(rv, 10))
+		}
+		ws.buf.WriteString("\ndata: ")
+	}
+	ws.buf.WriteString(`{"type":"`)
+	ws.buf.WriteString(typ)
+	ws.buf.WriteString(`","object":`)
+	ws.buf.Write(bytes.TrimRight(obj, "\n")) // Raw ends with a newline
+	ws.buf.WriteString("}\n")
+	if ws.sse {
+		ws.buf.WriteByte('\n')
+	}
+}
+
+func (ws *watchStream) object(typ string, o *informer.Object) {
+	if ws.table != nil {
+		ws.event(typ, ws.table(o), o.RV)
+		return
+	}
+	ws.event(typ, o.Raw, o.RV)
+}
+
+func (ws *watchStream) bookmark(rv uint64, initialEnd bool) {
+	b, _ := json.Marshal(map[string]any{"kind": ws.kind, "apiVersion": ws.apiV, "metadata": bookmarkMeta(rv, initialEnd)})
+	ws.event("BOOKMARK", b, rv)
+}
+
+func bookmarkMeta(rv uint64, initialEnd bool) map[string]any {
+	m := map[string]any{"resourceVersion": strconv.FormatUint(rv, 10)}
+	if initialEnd {
+		m["annotations"] = map[string]string{initialEventsEndAnnotation: "true"}
+	}
+	return m
+}
+
+func (ws *watchStream) status(st *metav1.Status) {
+	b, _ := json.Marshal(st)
+	ws.event("ERROR", b, 0)
+}
+
+// flush writes the buffered batch.
+func (ws *watchStream) flush() error {
+	if ws.buf.Len() == 0 {
+		return nil
+	}
+	_ = ws.rc.SetWriteDeadline(time.Now().Add(watchWriteTimeout))
+	_, err := ws.w.Write(ws.buf.Bytes())
+	ws.buf.Reset()
+	if err == nil {
+		err = ws.rc.Flush()
+	}
+	return err
+}
+
+// serveWatch streams changes from one listener until the client leaves,
+// timeoutSeconds passes, the server shuts down, the listener overflows
+// (ERROR 410: the client must list again), or a periodic
+// re-authorization fails (ERROR 403) or changes the visible namespaces
+// (ERROR 410).
+//
+// It runs on the request's goroutine; the listener has no goroutine and
+// signals wake (capacity 1, owned by this function).
+func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiRequest, res *informer.Resource, areq auth.Request, dec auth.Decision) {
+	p, err := parseWatchParams(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	info := res.Info
+	f, err := informer.ParseFilter(info, rq.namespace, r.URL.Query().Get("labelSelector"), r.URL.Query().Get("fieldSelector"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if rq.name != "" {
+		// A watch on an object path watches that one object.
+		f.Field = nameSelector(rq.name, f)
+	}
+	if info.Namespaced && rq.namespace == "" {
+		f.Namespaces = dec.Namespaces
+	}
+	wake := make(chan struct{}, 1)
+	lopts := informer.ListenerOptions{Filter: f, Wake: wake, Overflow: informer.OverflowReset, SendInitialEvents: p.initialEvents}
+	if !p.initialEvents && p.rv != "0" {
+		lopts.ResourceVersion = p.rv
+	}
+	l, lerr := res.AddListener(lopts)
+	if lerr != nil && !errors.Is(lerr, informer.ErrExpired) {
+		s.writeError(w, r, lerr)
+		return
+	}
+
+	ws := &watchStream{w: w, rc: http.NewResponseController(w), sse: p.sse,
+		kind: info.GVK.Kind, apiV: info.GVR.GroupVersion().String()}
+	if p.table != nil {
+		first := true
+		ws.table = func(o *informer.Object) []byte {
+			t := s.buildTable(r.Context(), info, []*informer.Object{o}, p.table, first)
+			first = false
+			b, _ := json.Marshal(t)
+			return b
+		}
+	}
+	if p.sse {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-cache")
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	if lerr != nil {
+		// As the apiserver does for a too old resourceVersion: 200, then
+		// one ERROR event with the 410 status.
+		ws.status(apistatus.New(http.StatusGone, metav1.StatusReasonExpired,
+			"too old resource version: "+p.rv+" ("+lerr.Error()+"); list again and watch from the list's resourceVersion"))
+		_ = ws.flush()
+		return
+	}
+	defer l.Stop()
+	_ = ws.rc.Flush() // send headers now: clients wait for them
+
+	ctx := r.Context()
+	var timeout <-chan time.Time
+	if p.timeout > 0 {
+		t := time.NewTimer(p.timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	recheck := time.NewTicker(s.opts.RecheckInterval)
+	defer recheck.Stop()
+	var bookmarks <-chan time.Time
+	if p.bookmarks {
+		t := time.NewTicker(bookmarkInterval)
+		defer t.Stop()
+		bookmarks = t.C
+	}
+	var lastRV uint64
+	if rv, err := strconv.ParseUint(p.rv, 10, 64); err == nil {
+		lastRV = rv
+	}
+	var batch []informer.Notification
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timeout:
+			return
+		case <-bookmarks:
+			if lastRV > 0 {
+				ws.bookmark(lastRV, false)
+			}
+		case <-recheck.C:
+			nd, err := s.authorizeAgain(ctx, areq)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				ws.status(apistatus.FromError(err))
+				_ = ws.flush()
+				return
+			}
+			if !nd.Equal(dec) && info.Namespaced && rq.namespace == "" {
+				ws.status(apistatus.New(http.StatusGone, metav1.StatusReasonExpired,
+					"the namespaces you may read changed; list again and watch from the list's resourceVersion"))
+				_ = ws.flush()
+				return
+			}
+		case <-wake:
+			batch = l.Pop(batch[:0])
+			for _, n := range batch {
+				switch n.Type {
+				case informer.Added:
+					ws.object("ADDED", n.Object)
+				case informer.Modified:
+					ws.object("MODIFIED", n.Object)
+				case informer.Deleted:
+					ws.object("DELETED", n.Object)
+				case informer.EndOfSnapshot:
+					if p.endBookmark {
+						ws.bookmark(n.RV, true)
+					}
+				case informer.Reset:
+					ws.status(apistatus.New(http.StatusGone, metav1.StatusReasonExpired,
+						"the watch fell too far behind and its events were dropped; list again and watch from the list's resourceVersion"))
+					_ = ws.flush()
+					return
+				}
+				if n.RV > lastRV {
+					lastRV = n.RV
+				}
+			}
+		}
+		if err := ws.flush(); err != nil {
+			return // the client is gone or stopped reading
+		}
+	}
+}
+
+// authorizeAgain repeats a stream's authorization with a bound of its own,
+// so a slow authorizer cannot hold a stream forever.
+func (s *Server) authorizeAgain(ctx context.Context, areq auth.Request) (auth.Decision, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return s.opts.Authorizer.Authorize(ctx, auth.UserFrom(ctx), areq)
+}
+
+// nameSelector adds metadata.name=name to f's field selector.
+func nameSelector(name string, f informer.Filter) fields.Selector {
+	sel := fields.OneTermEqualSelector("metadata.name", name)
+	if f.Field != nil {
+		sel = fields.AndSelectors(f.Field, sel)
+	}
+	return sel
+}
