@@ -105,7 +105,8 @@ func (s *Server) crdColumns(ctx context.Context, info *informer.ResourceInfo) []
 
 // writeTable answers objs as a Table: NAME, NAMESPACE (priority 1, so
 // kubectl shows it with -o wide; with -A kubectl adds its own), the CRD's
-// printer columns, and AGE.
+// printer columns, and AGE (unless the CRD has a creationTimestamp
+// column, as CRDs usually name it Age).
 func (s *Server) writeTable(w http.ResponseWriter, r *http.Request, info *informer.ResourceInfo, objs []*informer.Object,
 	rv uint64, cont string, opts *tableOptions, pretty bool) {
 	t := s.buildTable(r.Context(), info, objs, opts, true)
@@ -135,8 +136,10 @@ func (s *Server) buildTable(ctx context.Context, info *informer.ResourceInfo, ob
 			t.ColumnDefinitions = append(t.ColumnDefinitions, metav1.TableColumnDefinition{Name: c.Name, Type: c.Type,
 				Format: c.Format, Description: c.Description, Priority: c.Priority})
 		}
-		t.ColumnDefinitions = append(t.ColumnDefinitions, metav1.TableColumnDefinition{Name: "Age", Type: "string",
-			Description: "Time since the object was created."})
+		if !ageColumn(cols) {
+			t.ColumnDefinitions = append(t.ColumnDefinitions, metav1.TableColumnDefinition{Name: "Age", Type: "string",
+				Description: "Time since the object was created."})
+		}
 	}
 	var parsed []*jsonpath.JSONPath
 	for _, c := range cols {
@@ -159,7 +162,9 @@ func (s *Server) buildTable(ctx context.Context, info *informer.ResourceInfo, ob
 				row.Cells = append(row.Cells, columnValue(parsed[i], c, content, now))
 			}
 		}
-		row.Cells = append(row.Cells, age(o.CreationTimestamp, now))
+		if !ageColumn(cols) {
+			row.Cells = append(row.Cells, age(o.CreationTimestamp, now))
+		}
 		switch opts.includeObject {
 		case metav1.IncludeObject:
 			row.Object = runtime.RawExtension{Raw: o.Raw}
@@ -172,6 +177,16 @@ func (s *Server) buildTable(ctx context.Context, info *informer.ResourceInfo, ob
 		t.Rows = append(t.Rows, row)
 	}
 	return t
+}
+
+// ageColumn reports whether a CRD's columns already show the age.
+func ageColumn(cols []printerColumn) bool {
+	for _, c := range cols {
+		if c.JSONPath == ".metadata.creationTimestamp" {
+			return true
+		}
+	}
+	return false
 }
 
 func age(ts metav1.Time, now time.Time) string {
