@@ -27,6 +27,7 @@ import (
 	"kubegate/internal/config"
 	httpapi "kubegate/internal/http"
 	"kubegate/internal/informer"
+	"kubegate/internal/webhook"
 	"kubegate/internal/ws"
 )
 
@@ -134,6 +135,17 @@ func run(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
+	hooks, err := webhook.New(webhook.Options{
+		Resources:  mgr,
+		Webhooks:   cfg.Webhooks,
+		Source:     kc.Host,
+		MaxBytes:   cfg.Cache.ListenerMaxBytes,
+		Logger:     log.Named("webhook"),
+		Registerer: reg,
+	})
+	if err != nil {
+		return err
+	}
 	authn, err := newAuth(cfg, kc, mgr, reg, log.Named("auth"))
 	if err != nil {
 		return err
@@ -184,6 +196,8 @@ func run(ctx context.Context, cfg config.Config) error {
 	g.Go(func() error { return mgr.Start(gctx) })
 	g.Go(func() error { return httpServer.Start(gctx) })
 	g.Go(func() error { return wsServer.Start(gctx) })
+	g.Go(func() error { return hooks.Start(gctx) })
+	g.Go(func() error { return reloadWebhooks(gctx, cfg.ConfigPath, hooks, log.Named("webhook")) })
 
 	done := make(chan error, 1)
 	go func() { done <- g.Wait() }()

@@ -1,0 +1,393 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"kubegate/internal/config"
+	"kubegate/internal/informer"
+)
+
+func hookConfig(t *testing.T, name, url string) config.Webhook {
+	return config.Webhook{
+		Name:       name,
+		URL:        url,
+		Resources:  []config.WebhookResource{{Resource: "configmaps"}},
+		SecretFile: secretFile(t),
+		Retry: config.WebhookRetry{
+			MaxAttempts:    5,
+			InitialBackoff: config.Duration(time.Second),
+			MaxBackoff:     config.Duration(8 * time.Second),
+		},
+	}
+}
+
+type cloudEvent struct {
+	SpecVersion     string          `json:"specversion"`
+	ID              string          `json:"id"`
+	Source          string          `json:"source"`
+	Type            string          `json:"type"`
+	Subject         string          `json:"subject"`
+	Time            time.Time       `json:"time"`
+	DataContentType string          `json:"datacontenttype"`
+	Data            json.RawMessage `json:"data"`
+}
+
+func decode(t *testing.T, req request) cloudEvent {
+	t.Helper()
+	var ce cloudEvent
+	if err := json.Unmarshal(req.body, &ce); err != nil {
+		t.Fatalf("body %s: %v", req.body, err)
+	}
+	if req.header.Get(HeaderID) != ce.ID {
+		t.Errorf("webhook-id %q, CloudEvents id %q", req.header.Get(HeaderID), ce.ID)
+	}
+	return ce
+}
+
+// eventually polls cond until it holds, failing the test after 10s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true,
+		func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// stepWhenWaiting advances the fake clock by d once the hook waits on it.
+func (h *harness) stepWhenWaiting(d time.Duration) {
+	h.t.Helper()
+	eventually(h.t, "a retry timer", h.clock.HasWaiters)
+	h.clock.Step(d)
+}
+
+func (h *harness) metric(name, outcome string) float64 {
+	return testutil.ToFloat64(h.m.m.deliveries.WithLabelValues(name, outcome))
+}
+
+func TestCloudEventsInOrderAndSigned(t *testing.T) {
+	rcv := newReceiver(t, time.Now)
+	h := start(t, hookConfig(t, "a", rcv.srv.URL))
+	src := h.source("a", 0)
+	src.push(note(informer.Added, "x", 10), note(informer.Modified, "x", 11),
+		informer.Notification{Type: informer.EndOfSnapshot, RV: 11}, note(informer.Deleted, "x", 12), note(informer.Sync, "y", 5))
+	want := []struct{ typ, rv string }{{"added", "10"}, {"modified", "11"}, {"deleted", "12"}, {"sync", "5"}}
+	ids := map[string]bool{}
+	for _, w := range want {
+		req := rcv.next()
+		ce := decode(t, req)
+		if ce.SpecVersion != "1.0" || ce.Type != "io.kubegate.resource."+w.typ || ce.Source != "https://cluster.example" ||
+			ce.DataContentType != "application/json" || ce.Time.IsZero() || ids[ce.ID] {
+			t.Fatalf("event %+v", ce)
+		}
+		ids[ce.ID] = true
+		if !strings.HasPrefix(ce.Subject, "/api/v1/namespaces/ns/configmaps/") {
+			t.Errorf("subject %q", ce.Subject)
+		}
+		if !strings.Contains(string(ce.Data), `"resourceVersion":"`+w.rv+`"`) {
+			t.Errorf("%s: data %s", w.typ, ce.Data)
+		}
+		if ct := req.header.Get("Content-Type"); ct != "application/cloudevents+json" {
+			t.Errorf("Content-Type %q", ct)
+		}
+	}
+	eventually(t, "delivered metric", func() bool { return h.metric("a", outcomeDelivered) == 4 })
+}
+
+func TestWatchFormatAndEventTypes(t *testing.T) {
+	rcv := newReceiver(t, time.Now)
+	c := hookConfig(t, "a", rcv.srv.URL)
+	c.Format = "watch"
+	c.EventTypes = []string{"deleted"}
+	h := start(t, c)
+	h.source("a", 0).push(note(informer.Added, "x", 1), note(informer.Deleted, "x", 2))
+	req := rcv.next()
+	var ev struct {
+		Type   string          `json:"type"`
+		Object json.RawMessage `json:"object"`
+	}
+	if err := json.Unmarshal(req.body, &ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Type != "DELETED" || string(ev.Object) != string(object("x", 2).Raw) || req.header.Get("Content-Type") != "application/json" {
+		t.Fatalf("got %s", req.body)
+	}
+	eventually(t, "delivered metric", func() bool { return h.metric("a", outcomeDelivered) == 1 })
+	rcv.none()
+}
+
+// A failing receiver gets the same event (same id and body) on every
+// retry, after backoffs on the fake clock, and a later state of the same
+// object only after the earlier one was delivered.
+func TestRetryKeepsIDAndOrder(t *testing.T) {
+	rcv := newReceiver(t, time.Now)
+	rcv.setRespond(func(n int, w http.ResponseWriter) {
+		if n <= 3 {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	})
+	h := start(t, hookConfig(t, "a", rcv.srv.URL))
+	rcv.setNow(h.clock.Now)
+	src := h.source("a", 0)
+	src.push(note(informer.Added, "x", 1))
+	first := rcv.next()
+	src.push(note(informer.Modified, "x", 2)) // arrives while the first is retried
+	for _, backoff := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
+		h.stepWhenWaiting(backoff - time.Millisecond)
+		rcv.none()
+		if !h.clock.HasWaiters() {
+			t.Fatalf("retried before the %s backoff elapsed", backoff)
+		}
+		h.clock.Step(time.Millisecond)
+		again := rcv.next()
+		if again.header.Get(HeaderID) != first.header.Get(HeaderID) || string(again.body) != string(first.body) {
+			t.Fatalf("retry changed the event: %s vs %s", again.body, first.body)
+		}
+	}
+	second := decode(t, rcv.next())
+	if second.Type != "io.kubegate.resource.modified" || second.ID == first.header.Get(HeaderID) {
+		t.Fatalf("after the retried event got %+v", second)
+	}
+	if got := testutil.ToFloat64(h.m.m.attempts.WithLabelValues("a", "5xx")); got != 3 {
+		t.Errorf("5xx attempts = %v", got)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	for _, code := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
+		t.Run(http.StatusText(code), func(t *testing.T) {
+			rcv := newReceiver(t, time.Now)
+			rcv.setRespond(func(n int, w http.ResponseWriter) {
+				if n == 1 {
+					w.Header().Set("Retry-After", "30")
+					w.WriteHeader(code)
+				}
+			})
+			h := start(t, hookConfig(t, "a", rcv.srv.URL))
+			rcv.setNow(h.clock.Now)
+			h.source("a", 0).push(note(informer.Added, "x", 1))
+			rcv.next()
+			h.stepWhenWaiting(29 * time.Second) // well past the 1s backoff
+			rcv.none()
+			if !h.clock.HasWaiters() {
+				t.Fatal("Retry-After: 30 not honoured")
+			}
+			h.clock.Step(time.Second)
+			rcv.next()
+			eventually(t, "delivered metric", func() bool { return h.metric("a", outcomeDelivered) == 1 })
+		})
+	}
+}
+
+func TestRetryAfterParse(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for v, want := range map[string]time.Duration{
+		"": 0, "7": 7 * time.Second, "-1": 0, "soon": 0,
+		"Thu, 01 Jan 2026 00:01:00 GMT": time.Minute, "Wed, 31 Dec 2025 00:00:00 GMT": 0,
+	} {
+		if got := retryAfter(v, now); got != want {
+			t.Errorf("retryAfter(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+func TestPermanentFailuresAndDrops(t *testing.T) {
+	rcv := newReceiver(t, time.Now)
+	rcv.setRespond(func(n int, w http.ResponseWriter) {
+		switch n {
+		case 1:
+			w.WriteHeader(http.StatusBadRequest) // permanent: not retried
+		case 2, 3:
+			w.WriteHeader(http.StatusBadGateway) // retried, then dropped
+		}
+	})
+	c := hookConfig(t, "a", rcv.srv.URL)
+	c.Retry.MaxAttempts = 2
+	h := start(t, c)
+	rcv.setNow(h.clock.Now)
+	h.source("a", 0).push(note(informer.Added, "x", 1), note(informer.Added, "y", 2), note(informer.Added, "z", 3))
+	if ce := decode(t, rcv.next()); !strings.HasSuffix(ce.Subject, "/x") {
+		t.Fatalf("first %s", ce.Subject)
+	}
+	y := rcv.next()
+	h.stepWhenWaiting(time.Second)
+	if again := rcv.next(); again.header.Get(HeaderID) != y.header.Get(HeaderID) {
+		t.Fatal("second attempt is another event")
+	}
+	if ce := decode(t, rcv.next()); !strings.HasSuffix(ce.Subject, "/z") {
+		t.Fatalf("third %s", ce.Subject)
+	}
+	eventually(t, "metrics", func() bool {
+		return h.metric("a", outcomeRejected) == 1 && h.metric("a", outcomeDropped) == 1 && h.metric("a", outcomeDelivered) == 1
+	})
+}
+
+func TestMaxAgeDrops(t *testing.T) {
+	rcv := newReceiver(t, time.Now)
+	rcv.setRespond(func(n int, w http.ResponseWriter) {
+		if n == 1 {
+			w.Header().Set("Retry-After", "3600")
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	c := hookConfig(t, "a", rcv.srv.URL)
+	c.Retry.MaxAge = config.Duration(time.Minute)
+	h := start(t, c)
+	rcv.setNow(h.clock.Now)
+	h.source("a", 0).push(note(informer.Added, "x", 1), note(informer.Added, "y", 2))
+	rcv.next()
+	if ce := decode(t, rcv.next()); !strings.HasSuffix(ce.Subject, "/y") {
+		t.Fatalf("after an hour-long Retry-After past maxAge got %s", ce.Subject)
+	}
+	eventually(t, "dropped metric", func() bool { return h.metric("a", outcomeDropped) == 1 })
+}
+
+func TestGoneDisables(t *testing.T) {
+	rcv := newReceiver(t, time.Now)
+	rcv.setRespond(func(n int, w http.ResponseWriter) { w.WriteHeader(http.StatusGone) })
+	h := start(t, hookConfig(t, "a", rcv.srv.URL))
+	src := h.source("a", 0)
+	src.push(note(informer.Added, "x", 1), note(informer.Added, "y", 2))
+	rcv.next()
+	eventually(t, "disabled", func() bool {
+		return testutil.ToFloat64(h.m.m.disabled.WithLabelValues("a")) == 1 && src.isStopped()
+	})
+	rcv.none()
+	if h.clock.HasWaiters() {
+		t.Fatal("a 410 was retried")
+	}
+
+	// A reload with a changed configuration enables it again.
+	rcv.setRespond(nil)
+	c := hookConfig(t, "a", rcv.srv.URL+"/v2")
+	if err := h.m.Apply(context.Background(), []config.Webhook{c}); err != nil {
+		t.Fatal(err)
+	}
+	h.source("a", 1).push(note(informer.Added, "z", 3))
+	if ce := decode(t, rcv.next()); !strings.HasSuffix(ce.Subject, "/z") {
+		t.Fatalf("got %s", ce.Subject)
+	}
+	if testutil.ToFloat64(h.m.m.disabled.WithLabelValues("a")) != 0 {
+		t.Fatal("still reported disabled")
+	}
+}
+
+func TestRedirectNotFollowed(t *testing.T) {
+	target := newReceiver(t, time.Now)
+	rcv := newReceiver(t, time.Now)
+	rcv.setRespond(func(n int, w http.ResponseWriter) {
+		if n == 1 {
+			w.Header().Set("Location", target.srv.URL)
+			w.WriteHeader(http.StatusTemporaryRedirect)
+		}
+	})
+	h := start(t, hookConfig(t, "a", rcv.srv.URL))
+	h.source("a", 0).push(note(informer.Added, "x", 1), note(informer.Added, "y", 2))
+	rcv.next()
+	if ce := decode(t, rcv.next()); !strings.HasSuffix(ce.Subject, "/y") {
+		t.Fatalf("got %s", ce.Subject)
+	}
+	target.none() // y was sent after x was settled, so x never went there
+	if h.metric("a", outcomeRejected) != 1 {
+		t.Fatal("redirect not counted as rejected")
+	}
+}
+
+// Reloading with one webhook changed restarts only that one: another
+// webhook keeps its goroutine, listener and the event it is retrying.
+func TestApplyKeepsOtherQueues(t *testing.T) {
+	ra, rb := newReceiver(t, time.Now), newReceiver(t, time.Now)
+	rb.setRespond(func(n int, w http.ResponseWriter) {
+		if n == 1 {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	})
+	a, b := hookConfig(t, "a", ra.srv.URL), hookConfig(t, "b", rb.srv.URL)
+	h := start(t, a, b)
+	rb.setNow(h.clock.Now)
+	srcB := h.source("b", 0)
+	srcB.push(note(informer.Added, "x", 1), note(informer.Modified, "x", 2))
+	first := rb.next()
+	eventually(t, "b to wait for a retry", h.clock.HasWaiters)
+	h.m.mu.Lock()
+	hookB := h.m.hooks["b"]
+	h.m.mu.Unlock()
+
+	a.URL += "/moved"
+	if err := h.m.Apply(context.Background(), []config.Webhook{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	if !h.source("a", 0).isStopped() || h.source("a", 1).isStopped() || srcB.isStopped() {
+		t.Fatal("wrong listeners stopped")
+	}
+	h.m.mu.Lock()
+	same := h.m.hooks["b"] == hookB
+	h.m.mu.Unlock()
+	if !same {
+		t.Fatal("unchanged webhook b was restarted")
+	}
+	h.clock.Step(time.Second)
+	if again := rb.next(); again.header.Get(HeaderID) != first.header.Get(HeaderID) {
+		t.Fatal("b lost its retried event")
+	}
+	if ce := decode(t, rb.next()); ce.Type != "io.kubegate.resource.modified" {
+		t.Fatalf("b then got %s", ce.Type)
+	}
+
+	// A bad configuration changes nothing.
+	bad := a
+	bad.Resources = []config.WebhookResource{{Resource: "nosuchthings"}}
+	if err := h.m.Apply(context.Background(), []config.Webhook{bad, b}); err == nil ||
+		!strings.Contains(err.Error(), `webhooks[0] (a): resources[0] (nosuchthings)`) {
+		t.Fatalf("err = %v", err)
+	}
+	if h.source("a", 1).isStopped() {
+		t.Fatal("a failed reload stopped a running webhook")
+	}
+
+	// Removing a stops it and forgets its metrics.
+	if err := h.m.Apply(context.Background(), []config.Webhook{b}); err != nil {
+		t.Fatal(err)
+	}
+	if !h.source("a", 1).isStopped() || srcB.isStopped() {
+		t.Fatal("wrong listeners stopped on removal")
+	}
+}
+
+func TestOverflowCounted(t *testing.T) {
+	rcv := newReceiver(t, time.Now)
+	h := start(t, hookConfig(t, "a", rcv.srv.URL))
+	src := h.source("a", 0)
+	src.mu.Lock()
+	src.stats.Overflows, src.stats.Collapses = 2, 2
+	src.mu.Unlock()
+	src.push(note(informer.Added, "x", 1))
+	rcv.next()
+	eventually(t, "collapse metric", func() bool {
+		return testutil.ToFloat64(h.m.m.overflows.WithLabelValues("a", "collapse")) == 2
+	})
+}
+
+func TestInvalidConfigRejectedAtStart(t *testing.T) {
+	c := hookConfig(t, "a", "https://r.example/")
+	c.SecretFile = ""
+	m, err := New(Options{Webhooks: []config.Webhook{c}, listen: func(context.Context, string, config.WebhookResource, informer.ListenerOptions) (*informer.ResourceInfo, source, error) {
+		t.Fatal("listened for an invalid webhook")
+		return nil, nil, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = m.Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "webhooks[0] (a): secret: a signing secret is required") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,334 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/utils/clock"
+
+	"kubegate/internal/config"
+	"kubegate/internal/informer"
+)
+
+// source is the part of *informer.Listener a hook uses; tests replace it.
+type source interface {
+	Pop(buf []informer.Notification) []informer.Notification
+	Stats() informer.ListenerStats
+	Stop()
+}
+
+// input is one watched resource of a hook.
+type input struct {
+	info *informer.ResourceInfo
+	src  source
+	last informer.ListenerStats // counters already reported
+}
+
+// hook delivers one webhook's events.
+//
+// It runs one goroutine (run), which owns every field except done. Its
+// listeners buffer changes (bounded, collapsing on overflow) and signal
+// wake; run pops them only when it has nothing left to send, so while a
+// receiver is failing the backlog stays in the listeners, where it
+// collapses to the latest state per object instead of growing. Events are
+// sent one at a time in the order popped and a retried event blocks those
+// behind it, so no later state of an object overtakes an earlier one.
+// run closes done when it returns.
+type hook struct {
+	cfg     config.Webhook // with defaults
+	secrets [][]byte
+	source  string
+	types   map[informer.NotificationType]bool
+	inputs  []*input
+	wake    chan struct{}
+	done    chan struct{}
+	cancel  context.CancelFunc
+
+	client *http.Client
+	clock  clock.Clock
+	jitter func(time.Duration) time.Duration
+	drain  time.Duration
+	m      *metrics
+	log    *zap.Logger
+}
+
+// result is what one event's delivery came to.
+type result int
+
+const (
+	resultDelivered result = iota
+	resultRejected
+	resultDropped
+	resultRetry       // a failure worth retrying
+	resultGone        // 410: disable the webhook
+	resultInterrupted // ctx ended before the event was delivered
+)
+
+// maxResponseBody bounds how much of a receiver's answer is read (so the
+// connection can be reused) and kept for logs.
+const maxResponseBody = 64 << 10
+
+func (h *hook) name() string { return h.cfg.Name }
+
+// run delivers until ctx ends, then spends at most h.drain trying once
+// each to deliver the events it has already taken.
+func (h *hook) run(ctx context.Context) {
+	defer close(h.done)
+	defer func() {
+		for _, in := range h.inputs {
+			in.src.Stop()
+		}
+	}()
+	var pending []event
+	var buf []informer.Notification
+	for ctx.Err() == nil {
+		if len(pending) == 0 {
+			pending, buf = h.pop(pending, buf)
+			h.updateQueue(len(pending))
+			if len(pending) == 0 {
+				select {
+				case <-ctx.Done():
+				case <-h.wake:
+				}
+				continue
+			}
+		}
+		switch h.deliver(ctx, &pending[0]) {
+		case resultGone:
+			h.m.disabled.WithLabelValues(h.name()).Set(1)
+			h.log.Error("receiver answered 410 Gone: webhook disabled until the configuration is reloaded",
+				zap.Int("undelivered", len(pending)))
+			for _, in := range h.inputs {
+				in.src.Stop()
+			}
+			h.m.queue.WithLabelValues(h.name()).Set(0)
+			<-ctx.Done()
+			return
+		case resultInterrupted:
+			continue // ctx ended; drain below
+		}
+		pending = pending[1:]
+		h.updateQueue(len(pending))
+	}
+	h.drainPending(ctx, pending)
+}
+
+// drainPending tries each taken event once more, within h.drain.
+func (h *hook) drainPending(ctx context.Context, pending []event) {
+	if len(pending) == 0 {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.drain)
+	defer cancel()
+	delivered := 0
+	for i := range pending {
+		if dctx.Err() == nil {
+			if r, _ := h.attempt(dctx, &pending[i]); r == resultDelivered {
+				delivered++
+				continue
+			}
+		}
+		h.m.deliveries.WithLabelValues(h.name(), outcomeShutdown).Inc()
+	}
+	if delivered < len(pending) {
+		h.log.Warn("events not delivered at shutdown", zap.Int("undelivered", len(pending)-delivered))
+	}
+}
+
+// pop takes everything the listeners hold, in order per listener, and
+// renders the event types the webhook wants.
+func (h *hook) pop(pending []event, buf []informer.Notification) ([]event, []informer.Notification) {
+	now := h.clock.Now()
+	for _, in := range h.inputs {
+		buf = in.src.Pop(buf[:0])
+		for _, n := range buf {
+			switch {
+			case n.Type == informer.Reset:
+				h.log.Warn("backlog overflowed and could not be collapsed: re-sending the current state as added events",
+					zap.String("resource", in.info.GVR.String()))
+			case h.types[n.Type] && n.Object != nil:
+				pending = append(pending, newEvent(in.info, n, h.cfg.Format, h.source, now))
+			}
+		}
+		clear(buf) // do not pin objects until the next pop
+		h.reportOverflows(in)
+	}
+	return pending, buf
+}
+
+func (h *hook) reportOverflows(in *input) {
+	s := in.src.Stats()
+	if d := s.Collapses - in.last.Collapses; d > 0 {
+		h.m.overflows.WithLabelValues(h.name(), "collapse").Add(float64(d))
+		h.log.Warn("backlog reached its bound and was collapsed to the latest state per object",
+			zap.String("resource", in.info.GVR.String()), zap.Int("maxEvents", h.cfg.MaxEvents), zap.Uint64("collapses", s.Collapses))
+	}
+	if d := s.Resets - in.last.Resets; d > 0 {
+		h.m.overflows.WithLabelValues(h.name(), "reset").Add(float64(d))
+	}
+	in.last = s
+}
+
+func (h *hook) updateQueue(taken int) {
+	n := taken
+	for _, in := range h.inputs {
+		n += in.src.Stats().Buffered
+	}
+	h.m.queue.WithLabelValues(h.name()).Set(float64(n))
+}
+
+// deliver sends ev until it is delivered, rejected, out of retries, or ctx
+// ends. Waits between attempts use h.clock.
+func (h *hook) deliver(ctx context.Context, ev *event) result {
+	r := h.cfg.Retry
+	first := h.clock.Now()
+	for attempt := 1; ; attempt++ {
+		res, retryAfter := h.attempt(ctx, ev)
+		switch res {
+		case resultDelivered:
+			h.m.deliveries.WithLabelValues(h.name(), outcomeDelivered).Inc()
+			return res
+		case resultRejected:
+			h.m.deliveries.WithLabelValues(h.name(), outcomeRejected).Inc()
+			return res
+		case resultGone:
+			return res
+		}
+		if ctx.Err() != nil {
+			return resultInterrupted
+		}
+		wait := retryAfter
+		if wait <= 0 {
+			wait = h.backoff(attempt)
+		}
+		if attempt >= r.MaxAttempts || h.clock.Since(first)+wait > time.Duration(r.MaxAge) {
+			h.m.deliveries.WithLabelValues(h.name(), outcomeDropped).Inc()
+			h.log.Error("event dropped: retries exhausted", zap.String("id", ev.id), zap.String("type", ev.kind),
+				zap.String("object", ev.key), zap.Int("attempts", attempt), zap.Duration("age", h.clock.Since(first)))
+			return resultDropped
+		}
+		t := h.clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return resultInterrupted
+		case <-t.C():
+		}
+	}
+}
+
+// backoff is the wait after the given failed attempt: full jitter below
+// initialBackoff·2^(attempt-1), capped at maxBackoff.
+func (h *hook) backoff(attempt int) time.Duration {
+	ceil := time.Duration(h.cfg.Retry.InitialBackoff)
+	limit := time.Duration(h.cfg.Retry.MaxBackoff)
+	for i := 1; i < attempt && ceil < limit; i++ {
+		ceil *= 2
+	}
+	return h.jitter(min(ceil, limit))
+}
+
+// attempt makes one POST. For a retryable failure it also returns the
+// wait the receiver asked for with Retry-After (429 and 503), or 0.
+func (h *hook) attempt(ctx context.Context, ev *event) (result, time.Duration) {
+	actx, cancel := context.WithTimeout(ctx, time.Duration(h.cfg.Timeout))
+	defer cancel()
+	ts := h.clock.Now().Unix()
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, h.cfg.URL, bytes.NewReader(ev.body))
+	if err != nil {
+		// The URL was validated at load; this cannot succeed on retry.
+		h.log.Error("cannot build request", zap.Error(err))
+		return resultRejected, 0
+	}
+	req.Header.Set("Content-Type", contentType(h.cfg.Format))
+	req.Header.Set("User-Agent", "kubegate-webhook")
+	req.Header.Set(HeaderID, ev.id)
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
+	req.Header.Set(HeaderSignature, Sign(h.secrets, ev.id, ts, ev.body))
+	start := time.Now()
+	resp, err := h.client.Do(req)
+	if err != nil {
+		h.m.latency.WithLabelValues(h.name()).Observe(time.Since(start).Seconds())
+		h.m.attempts.WithLabelValues(h.name(), "error").Inc()
+		if ctx.Err() == nil {
+			h.log.Warn("delivery attempt failed", zap.String("id", ev.id), zap.Error(redact(err)))
+		}
+		return resultRetry, 0
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
+	_ = resp.Body.Close()
+	h.m.latency.WithLabelValues(h.name()).Observe(time.Since(start).Seconds())
+	code := resp.StatusCode
+	h.m.attempts.WithLabelValues(h.name(), fmt.Sprintf("%dxx", code/100)).Inc()
+	log := func(msg string) {
+		h.log.Warn(msg, zap.String("id", ev.id), zap.String("type", ev.kind), zap.String("object", ev.key),
+			zap.Int("status", code), zap.ByteString("body", body[:min(len(body), 512)]))
+	}
+	switch {
+	case code >= 200 && code < 300:
+		return resultDelivered, 0
+	case code == http.StatusGone:
+		return resultGone, 0
+	case code >= 300 && code < 400:
+		h.log.Error("receiver redirected; redirects are not followed, event rejected", zap.String("id", ev.id),
+			zap.Int("status", code), zap.String("location", resp.Header.Get("Location")))
+		return resultRejected, 0
+	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
+		log("receiver asked to slow down")
+		return resultRetry, retryAfter(resp.Header.Get("Retry-After"), h.clock.Now())
+	case code == http.StatusRequestTimeout:
+		log("delivery attempt failed")
+		return resultRetry, 0
+	case code >= 400 && code < 500:
+		log("receiver rejected the event; not retried")
+		return resultRejected, 0
+	default:
+		log("delivery attempt failed")
+		return resultRetry, 0
+	}
+}
+
+// retryAfter parses a Retry-After value: delay seconds or an HTTP date.
+func retryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil {
+		if s < 0 {
+			return 0
+		}
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0)
+	}
+	return 0
+}
+
+// redact drops the URL from transport errors: its query may hold a
+// receiver's token.
+func redact(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// redactURL keeps scheme, host and path: a query may hold a token.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(invalid URL)"
+	}
+	u.RawQuery = ""
+	return u.String()
+}

@@ -1,0 +1,242 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"kubegate/internal/config"
+	"kubegate/internal/informer"
+)
+
+// fakeSource stands in for an informer listener.
+type fakeSource struct {
+	wake chan<- struct{}
+	mu   sync.Mutex
+	q    []informer.Notification
+	// stopped is guarded by mu.
+	stopped bool
+	stats   informer.ListenerStats
+}
+
+func (f *fakeSource) push(ns ...informer.Notification) {
+	f.mu.Lock()
+	f.q = append(f.q, ns...)
+	f.mu.Unlock()
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (f *fakeSource) Pop(buf []informer.Notification) []informer.Notification {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	buf = append(buf, f.q...)
+	f.q = nil
+	return buf
+}
+
+func (f *fakeSource) Stats() informer.ListenerStats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.stats
+	s.Buffered = len(f.q)
+	return s
+}
+
+func (f *fakeSource) Stop() {
+	f.mu.Lock()
+	f.stopped = true
+	f.mu.Unlock()
+}
+
+func (f *fakeSource) isStopped() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stopped
+}
+
+var configmaps = &informer.ResourceInfo{
+	GVR:        schema.GroupVersionResource{Version: "v1", Resource: "configmaps"},
+	GVK:        schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
+	Namespaced: true,
+}
+
+func object(name string, rv int) *informer.Object {
+	raw := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"ns","resourceVersion":"%d"},"data":{"rv":"%d"}}`, name, rv, rv)
+	return &informer.Object{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name), ResourceVersion: fmt.Sprint(rv)},
+		RV:         uint64(rv),
+		Raw:        []byte(raw),
+	}
+}
+
+func note(t informer.NotificationType, name string, rv int) informer.Notification {
+	return informer.Notification{Type: t, Object: object(name, rv), RV: uint64(rv)}
+}
+
+// request is one request a test receiver got.
+type request struct {
+	header http.Header
+	body   []byte
+	verify error
+}
+
+// receiver is an HTTP receiver that verifies signatures and answers with
+// respond (200 when nil).
+type receiver struct {
+	t   *testing.T
+	srv *httptest.Server
+	got chan request
+
+	mu      sync.Mutex
+	now     func() time.Time                   // guarded by mu
+	respond func(n int, w http.ResponseWriter) // guarded by mu
+	n       int                                // guarded by mu
+}
+
+func newReceiver(t *testing.T, now func() time.Time) *receiver {
+	r := &receiver{t: t, got: make(chan request, 100), now: now}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		r.n++
+		n, respond, now := r.n, r.respond, r.now
+		r.mu.Unlock()
+		r.got <- request{header: req.Header.Clone(), body: body,
+			verify: verifyAt([][]byte{testKey(t)}, req.Header, body, 5*time.Minute, now())}
+		if respond != nil {
+			respond(n, w)
+		}
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *receiver) setNow(now func() time.Time) {
+	r.mu.Lock()
+	r.now = now
+	r.mu.Unlock()
+}
+
+func (r *receiver) setRespond(f func(n int, w http.ResponseWriter)) {
+	r.mu.Lock()
+	r.respond = f
+	r.mu.Unlock()
+}
+
+// next returns the next request, failing the test after 10s.
+func (r *receiver) next() request {
+	r.t.Helper()
+	select {
+	case req := <-r.got:
+		if req.verify != nil {
+			r.t.Errorf("signature: %v", req.verify)
+		}
+		return req
+	case <-time.After(10 * time.Second):
+		r.t.Fatal("no request within 10s")
+		return request{}
+	}
+}
+
+func (r *receiver) none() {
+	r.t.Helper()
+	select {
+	case req := <-r.got:
+		r.t.Fatalf("unexpected request %s", req.body)
+	default:
+	}
+}
+
+func testKey(t testing.TB) []byte { return mustKey(t, specSecret) }
+
+func secretFile(t *testing.T) string {
+	p := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(p, []byte(specSecret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+type harness struct {
+	t     *testing.T
+	m     *Manager
+	clock *clocktesting.FakeClock
+	reg   *prometheus.Registry
+
+	mu      sync.Mutex
+	sources map[string][]*fakeSource // by webhook name, guarded by mu
+}
+
+func (h *harness) source(name string, i int) *fakeSource {
+	h.t.Helper()
+	var s *fakeSource
+	_ = wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if len(h.sources[name]) > i {
+			s = h.sources[name][i]
+			return true, nil
+		}
+		return false, nil
+	})
+	if s == nil {
+		h.t.Fatalf("no source %s[%d]", name, i)
+	}
+	return s
+}
+
+// start runs a Manager with fake listeners, a fake clock and jitter that
+// always waits the full backoff.
+func start(t *testing.T, hooks ...config.Webhook) *harness {
+	h := &harness{t: t, clock: clocktesting.NewFakeClock(time.Now()), reg: prometheus.NewRegistry(), sources: map[string][]*fakeSource{}}
+	m, err := New(Options{
+		Webhooks:   hooks,
+		Logger:     zaptest.NewLogger(t),
+		Registerer: h.reg,
+		Clock:      h.clock,
+		Source:     "https://cluster.example",
+		jitter:     func(d time.Duration) time.Duration { return d },
+		listen: func(ctx context.Context, hook string, r config.WebhookResource, opts informer.ListenerOptions) (*informer.ResourceInfo, source, error) {
+			if r.Resource != "configmaps" {
+				return nil, nil, fmt.Errorf("unknown resource %q", r.Resource)
+			}
+			s := &fakeSource{wake: opts.Wake}
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.sources[hook] = append(h.sources[hook], s)
+			return configmaps, s, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.m = m
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Start: %v", err)
+		}
+	})
+	return h
+}

@@ -1,0 +1,286 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"k8s.io/utils/clock"
+
+	"kubegate/internal/config"
+	"kubegate/internal/informer"
+)
+
+// Resources is the part of *informer.Manager the webhooks use.
+type Resources interface {
+	Resolve(ctx context.Context, name string) (*informer.ResourceInfo, error)
+	ResourceFor(ctx context.Context, info *informer.ResourceInfo) (*informer.Resource, error)
+}
+
+// Options configures a Manager.
+type Options struct {
+	// Resources provides the informers. Required.
+	Resources Resources
+	// Webhooks is the configuration applied by Start.
+	Webhooks []config.Webhook
+	// Source is the CloudEvents source of webhooks that set none, for
+	// example the apiserver URL. Default "kubegate".
+	Source string
+	// MaxBytes bounds each listener's backlog in object bytes. Default
+	// the informer's (16 MiB).
+	MaxBytes int64
+	// DrainTimeout bounds the final delivery attempts at shutdown.
+	// Default 5s.
+	DrainTimeout time.Duration
+	// Logger is scoped per webhook. Default no logging.
+	Logger *zap.Logger
+	// Registerer receives the metrics. Default none.
+	Registerer prometheus.Registerer
+	// Clock times retries. Default the real clock.
+	Clock clock.Clock
+
+	// Test hooks.
+	jitter    func(time.Duration) time.Duration
+	transport http.RoundTripper
+	listen    func(ctx context.Context, hook string, r config.WebhookResource, opts informer.ListenerOptions) (*informer.ResourceInfo, source, error)
+}
+
+func (o Options) withDefaults() Options {
+	if o.Source == "" {
+		o.Source = "kubegate"
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = 5 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.transport == nil {
+		o.transport = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	if o.jitter == nil {
+		o.jitter = func(d time.Duration) time.Duration {
+			if d <= 0 {
+				return 0
+			}
+			return rand.N(d + 1)
+		}
+	}
+	return o
+}
+
+// Manager runs the configured webhooks: one hook goroutine per webhook.
+// Apply replaces the configuration; webhooks whose configuration (and
+// secret) did not change keep running with their queues.
+type Manager struct {
+	opts Options
+	m    *metrics
+
+	// applyMu serialises Apply and shutdown.
+	applyMu sync.Mutex
+	// mu guards ctx and hooks.
+	mu    sync.Mutex
+	ctx   context.Context // Start's; nil before Start and after it ends
+	hooks map[string]*hook
+}
+
+// New returns a Manager; Start runs it.
+func New(opts Options) (*Manager, error) {
+	if opts.Resources == nil && opts.listen == nil {
+		return nil, errors.New("webhook: Options.Resources is required")
+	}
+	opts = opts.withDefaults()
+	return &Manager{opts: opts, m: newMetrics(opts.Registerer), hooks: map[string]*hook{}}, nil
+}
+
+// Start applies Options.Webhooks, runs the webhooks until ctx ends, then
+// gives each at most DrainTimeout to deliver what it has taken, and
+// returns once every hook goroutine has exited. It fails if the initial
+// configuration cannot be applied (for example an unknown resource).
+func (m *Manager) Start(ctx context.Context) error {
+	m.mu.Lock()
+	m.ctx = ctx
+	m.mu.Unlock()
+	err := m.Apply(ctx, m.opts.Webhooks)
+	if err == nil {
+		<-ctx.Done()
+	}
+	m.applyMu.Lock()
+	defer m.applyMu.Unlock()
+	m.mu.Lock()
+	m.ctx = nil
+	hooks := m.hooks
+	m.hooks = map[string]*hook{}
+	m.mu.Unlock()
+	for _, h := range hooks {
+		h.cancel()
+	}
+	for _, h := range hooks {
+		<-h.done
+	}
+	if t, ok := m.opts.transport.(interface{ CloseIdleConnections() }); ok {
+		t.CloseIdleConnections()
+	}
+	return err
+}
+
+// Apply makes hooks the running configuration. It validates all of it and
+// attaches the listeners of new or changed webhooks first; on any error
+// nothing changes. Unchanged webhooks keep their goroutine and queue;
+// changed ones restart (their undelivered events are dropped); removed
+// ones stop. A webhook disabled by a 410 answer is enabled again only when
+// its configuration changes.
+func (m *Manager) Apply(ctx context.Context, hooks []config.Webhook) error {
+	if err := config.ValidateWebhooks(hooks); err != nil {
+		return err
+	}
+	m.applyMu.Lock()
+	defer m.applyMu.Unlock()
+	m.mu.Lock()
+	runCtx, old := m.ctx, m.hooks
+	m.mu.Unlock()
+	if runCtx == nil {
+		return errors.New("webhook: manager is not running")
+	}
+
+	next := map[string]*hook{}
+	var started []*hook
+	fail := func(err error) error {
+		for _, h := range started {
+			for _, in := range h.inputs {
+				in.src.Stop()
+			}
+		}
+		return err
+	}
+	for i, c := range hooks {
+		c = c.WithDefaults()
+		secrets, err := c.Secrets()
+		if err != nil {
+			return fail(fmt.Errorf("webhooks[%d] (%s): secret: %w", i, c.Name, err))
+		}
+		if h := old[c.Name]; h != nil && reflect.DeepEqual(h.cfg, c) && reflect.DeepEqual(h.secrets, secrets) {
+			next[c.Name] = h
+			continue
+		}
+		h, err := m.newHook(ctx, c, secrets)
+		if err != nil {
+			return fail(fmt.Errorf("webhooks[%d] (%s): %w", i, c.Name, err))
+		}
+		started = append(started, h)
+		next[c.Name] = h
+	}
+
+	// Stop what goes away, then start what is new.
+	for name, h := range old {
+		if next[name] != h {
+			h.cancel()
+			<-h.done
+			if next[name] == nil {
+				m.m.forget(name)
+			} else {
+				m.m.disabled.WithLabelValues(name).Set(0)
+			}
+			h.log.Info("webhook stopped by reload")
+		}
+	}
+	for _, h := range started {
+		hctx, cancel := context.WithCancel(runCtx)
+		h.cancel = cancel
+		h.m.disabled.WithLabelValues(h.name()).Set(0)
+		go h.run(hctx)
+		h.log.Info("webhook started", zap.String("url", redactURL(h.cfg.URL)), zap.Int("resources", len(h.inputs)))
+	}
+	m.mu.Lock()
+	m.hooks = next
+	m.mu.Unlock()
+	return nil
+}
+
+func (m *Manager) newHook(ctx context.Context, c config.Webhook, secrets [][]byte) (*hook, error) {
+	o := m.opts
+	h := &hook{
+		cfg:     c,
+		secrets: secrets,
+		source:  c.Source,
+		types:   map[informer.NotificationType]bool{},
+		wake:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		clock:   o.Clock,
+		jitter:  o.jitter,
+		drain:   o.DrainTimeout,
+		m:       m.m,
+		log:     o.Logger.With(zap.String("webhook", c.Name)),
+		client: &http.Client{
+			Transport: o.transport,
+			// A redirect is answered as is: following it would send signed
+			// events to a host nobody configured.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+	}
+	if h.source == "" {
+		h.source = o.Source
+	}
+	for _, t := range c.EventTypes {
+		for nt, name := range eventKinds {
+			if name == t {
+				h.types[nt] = true
+			}
+		}
+	}
+	listen := o.listen
+	if listen == nil {
+		listen = m.listen
+	}
+	for j, r := range c.Resources {
+		info, src, err := listen(ctx, c.Name, r, informer.ListenerOptions{
+			ResyncPeriod: time.Duration(c.ResyncPeriod),
+			Overflow:     informer.OverflowCollapse,
+			MaxEvents:    c.MaxEvents,
+			MaxBytes:     o.MaxBytes,
+			Wake:         h.wake,
+		})
+		if err != nil {
+			for _, in := range h.inputs {
+				in.src.Stop()
+			}
+			return nil, fmt.Errorf("resources[%d] (%s): %w", j, r.Resource, err)
+		}
+		h.inputs = append(h.inputs, &input{info: info, src: src})
+	}
+	return h, nil
+}
+
+// listen attaches an informer listener for one configured resource.
+func (m *Manager) listen(ctx context.Context, _ string, r config.WebhookResource, opts informer.ListenerOptions) (*informer.ResourceInfo, source, error) {
+	info, err := m.opts.Resources.Resolve(ctx, r.Resource)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts.Filter, err = informer.ParseFilter(info, r.Namespace, r.LabelSelector, r.FieldSelector)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := m.opts.Resources.ResourceFor(ctx, info)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := res.WaitForSync(ctx); err != nil {
+		return nil, nil, err
+	}
+	l, err := res.AddListener(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return info, l, nil
+}
