@@ -135,6 +135,18 @@ func TestGatewaySeesClusterObjects(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("gateway never saw the new configmap (had %s objects): %v", before, err)
 	}
+	// The REST API serves it from the cache to an authenticated caller.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/namespaces/"+ns+"/configmaps/seen-by-gateway", nil)
+	req.Header.Set("Authorization", "Bearer "+env.Config.BearerToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"name":"seen-by-gateway"`) {
+		t.Fatalf("REST get: %d %s", resp.StatusCode, body)
+	}
 
 	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	inflight prometheus.Gauge
+	watches  *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -32,7 +33,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "HTTP requests being served, streams included.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.inflight)
+	m.watches = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kubegate_rest_watches",
+		Help: "Open REST watch streams (NDJSON and server-sent events) by resource.",
+	}, []string{"resource"})
+	reg.MustRegister(m.requests, m.duration, m.inflight, m.watches)
 	return m
 }
 

@@ -32,6 +32,14 @@ import (
 // until the test ends, and returns the server's base URL.
 func startGateway(t *testing.T, mod func(*Options)) string {
 	t.Helper()
+	u, _ := startStoppableGateway(t, mod)
+	return u
+}
+
+// startStoppableGateway is startGateway that also returns a function that
+// shuts the gateway down and waits for it (idempotent).
+func startStoppableGateway(t *testing.T, mod func(*Options)) (string, func()) {
+	t.Helper()
 	env := testenv.Get(t)
 	mgr, err := informer.New(informer.Options{Config: env.Config, Logger: zaptest.NewLogger(t).Named("informer")})
 	if err != nil {
@@ -64,12 +72,13 @@ func startGateway(t *testing.T, mod func(*Options)) string {
 			t.Errorf("server: %v", err)
 		}
 	}()
-	t.Cleanup(func() {
+	stop := func() {
 		cancel()
 		wg.Wait()
 		http.DefaultClient.CloseIdleConnections()
-	})
-	return "http://" + ln.Addr().String()
+	}
+	t.Cleanup(stop)
+	return "http://" + ln.Addr().String(), stop
 }
 
 type response struct {
@@ -496,6 +505,32 @@ func TestRESTWatch(t *testing.T) {
 		}
 		w.until("ADDED old", named("ADDED", "old"))
 	})
+	t.Run("server-sent events resume from Last-Event-ID", func(t *testing.T) {
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", base+"?watch=1", nil)
+		req.Header.Set("Accept", "text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Read the snapshot up to the id that ends it.
+		sc := bufio.NewScanner(resp.Body)
+		var lastID string
+		for lastID == "" && sc.Scan() {
+			line := sc.Text()
+			if strings.HasPrefix(line, "id: ") {
+				lastID = strings.TrimPrefix(line, "id: ")
+			}
+		}
+		resp.Body.Close()
+		if lastID == "" {
+			t.Fatal("no id after the snapshot")
+		}
+		createConfigMaps(t, env.Client, ns, nil, "sse-after")
+		w, _ := startWatch(t, base+"?watch=1", "Accept", "text/event-stream", "Last-Event-ID", lastID)
+		if e, _ := w.next(); e.Type != "ADDED" || e.meta().Name != "sse-after" {
+			t.Errorf("after reconnecting: %s %s, want ADDED sse-after only", e.Type, e.meta().Name)
+		}
+	})
 	t.Run("one object", func(t *testing.T) {
 		w, _ := startWatch(t, base+"/old?watch=1")
 		w.until("ADDED old", named("ADDED", "old"))
@@ -578,5 +613,29 @@ func TestRESTAuthorization(t *testing.T) {
 	}
 	if _, ok := w.next(); ok {
 		t.Error("the stream went on after the 403")
+	}
+}
+
+// TestRESTWatchEndsAtShutdown: a server shutdown ends open watches
+// promptly instead of waiting for the shutdown timeout.
+func TestRESTWatchEndsAtShutdown(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	createConfigMaps(t, env.Client, ns, nil, "one")
+	gw, stop := startStoppableGateway(t, func(o *Options) { o.ShutdownTimeout = time.Minute })
+	w, _ := startWatch(t, gw+"/api/v1/namespaces/"+ns+"/configmaps?watch=1")
+	w.until("ADDED one", named("ADDED", "one"))
+	if r := do(t, "GET", gw+"/metrics"); !strings.Contains(string(r.body), `kubegate_rest_watches{resource="configmaps"} 1`) {
+		t.Errorf("metrics: no open watch counted")
+	}
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	if _, ok := w.next(); ok {
+		t.Error("an event after shutdown began")
+	}
+	select {
+	case <-stopped:
+	case <-time.After(30 * time.Second):
+		t.Fatal("shutdown waited for the watch")
 	}
 }

@@ -129,12 +129,25 @@ func (ws *watchStream) event(typ string, obj []byte, rv uint64) {
 	}
 }
 
-func (ws *watchStream) object(typ string, o *informer.Object) {
+// object appends an event for o. id is the SSE event id (0 for none):
+// snapshot objects have none, since resuming from one of their versions
+// would skip the rest of the snapshot.
+func (ws *watchStream) object(typ string, o *informer.Object, id uint64) {
 	if ws.table != nil {
-		ws.event(typ, ws.table(o), o.RV)
+		ws.event(typ, ws.table(o), id)
 		return
 	}
-	ws.event(typ, o.Raw, o.RV)
+	ws.event(typ, o.Raw, id)
+}
+
+// mark sets an SSE client's last event id without an event, so an
+// EventSource that reconnects after a snapshot resumes after it.
+func (ws *watchStream) mark(rv uint64) {
+	if ws.sse && rv > 0 {
+		ws.buf.WriteString("id: ")
+		ws.buf.WriteString(strconv.FormatUint(rv, 10))
+		ws.buf.WriteString("\n\n")
+	}
 }
 
 func (ws *watchStream) bookmark(rv uint64, initialEnd bool) {
@@ -235,6 +248,9 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 		return
 	}
 	defer l.Stop()
+	gauge := s.metrics.watches.WithLabelValues(info.GVR.GroupResource().String())
+	gauge.Inc()
+	defer gauge.Dec()
 	_ = ws.rc.Flush() // send headers now: clients wait for them
 
 	ctx := r.Context()
@@ -256,6 +272,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 	if rv, err := strconv.ParseUint(p.rv, 10, 64); err == nil {
 		lastRV = rv
 	}
+	inSnapshot := p.initialEvents
 	var batch []informer.Notification
 	for {
 		select {
@@ -286,16 +303,23 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 		case <-wake:
 			batch = l.Pop(batch[:0])
 			for _, n := range batch {
+				id := n.RV
+				if inSnapshot {
+					id = 0
+				}
 				switch n.Type {
 				case informer.Added:
-					ws.object("ADDED", n.Object)
+					ws.object("ADDED", n.Object, id)
 				case informer.Modified:
-					ws.object("MODIFIED", n.Object)
+					ws.object("MODIFIED", n.Object, id)
 				case informer.Deleted:
-					ws.object("DELETED", n.Object)
+					ws.object("DELETED", n.Object, id)
 				case informer.EndOfSnapshot:
+					inSnapshot = false
 					if p.endBookmark {
 						ws.bookmark(n.RV, true)
+					} else {
+						ws.mark(n.RV)
 					}
 				case informer.Reset:
 					ws.status(apistatus.New(http.StatusGone, metav1.StatusReasonExpired,
