@@ -29,6 +29,7 @@ import (
 	"kubegate/internal/informer"
 	"kubegate/internal/webhook"
 	"kubegate/internal/ws"
+	"kubegate/web"
 )
 
 func main() {
@@ -184,6 +185,7 @@ func run(ctx context.Context, cfg config.Config) error {
 		RateLimiter:     authn.limiter,
 		RecheckInterval: time.Duration(cfg.Auth.RecheckInterval),
 		WebSocket:       wsServer,
+		Web:             web.Handler(),
 		ShutdownTimeout: time.Duration(cfg.ShutdownTimeout),
 		Version:         version,
 	})
