@@ -133,11 +133,11 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if info.Namespaced == false && rq.namespace != "" {
+	if !info.Namespaced && rq.namespace != "" {
 		apistatus.Write(w, notFound("%s is cluster-scoped: it has no namespace path", info.GVR.GroupResource()))
 		return
 	}
-	if info.Namespaced && rq.namespace == "" && rq.name != "" && !(info.GVR.Group == "" && info.GVR.Resource == "namespaces") {
+	if info.Namespaced && rq.namespace == "" && rq.name != "" {
 		apistatus.Write(w, notFound("%s is namespaced: get it under /namespaces/{namespace}/", info.GVR.GroupResource()))
 		return
 	}
@@ -146,10 +146,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	if watch {
 		verb = "watch"
 	}
-	areq := auth.Request{Verb: verb, Resource: info.GVR, Namespaced: info.Namespaced, Namespace: rq.namespace}
-	if verb == "get" {
-		areq.Name = rq.name
-	}
+	// A watch on an object path is authorized for that name, as RBAC
+	// resourceNames expect.
+	areq := auth.Request{Verb: verb, Resource: info.GVR, Namespaced: info.Namespaced, Namespace: rq.namespace, Name: rq.name}
 	dec, err := s.opts.Authorizer.Authorize(r.Context(), auth.UserFrom(r.Context()), areq)
 	if err != nil {
 		s.writeError(w, r, err)

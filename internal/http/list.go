@@ -136,11 +136,17 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, rq apiRequest
 		return
 	}
 	var b bytes.Buffer
+	appendList(&b, res.Info.GVK.Kind+"List", res.Info.GVR.GroupVersion().String(), rv, next, remaining, page)
+	writeJSON(w, r, http.StatusOK, b.Bytes(), p.pretty)
+}
+
+// appendList writes a list envelope around the objects' stored JSON.
+func appendList(b *bytes.Buffer, kind, apiVersion string, rv uint64, next string, remaining int, page []*informer.Object) {
 	b.Grow(256 + sizeOf(page))
 	b.WriteString(`{"kind":`)
-	writeJSONString(&b, res.Info.GVK.Kind+"List")
+	writeJSONString(b, kind)
 	b.WriteString(`,"apiVersion":`)
-	writeJSONString(&b, res.Info.GVR.GroupVersion().String())
+	writeJSONString(b, apiVersion)
 	b.WriteString(`,"metadata":{"resourceVersion":"`)
 	b.WriteString(strconv.FormatUint(rv, 10))
 	b.WriteByte('"')
@@ -158,7 +164,6 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, rq apiRequest
 		b.Write(bytes.TrimRight(o.Raw, "\n"))
 	}
 	b.WriteString("]}\n")
-	writeJSON(w, r, http.StatusOK, b.Bytes(), p.pretty)
 }
 
 // checkListRV applies resourceVersion and resourceVersionMatch to a list

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"kubegate/internal/auth"
 	"kubegate/internal/informer"
 )
 
@@ -183,3 +185,25 @@ func FuzzAPIPath(f *testing.F) {
 }
 
 func gv(g, v string) schema.GroupVersion { return schema.GroupVersion{Group: g, Version: v} }
+
+// FuzzQueryParams feeds arbitrary query strings and Accept headers to the
+// parameter parsers: they must answer an error or a value, never panic.
+func FuzzQueryParams(f *testing.F) {
+	f.Add("labelSelector=app%3Dx&limit=10&continue=abc", "application/json")
+	f.Add("watch=1&resourceVersion=5&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=9", "text/event-stream")
+	f.Add("fieldSelector=metadata.name%3D%3D&includeObject=Object", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	f.Add("timeout=1h&timeoutSeconds=-1&limit=1e9", "application/json;as=Table;v=v1;g=meta.k8s.io;x=\"")
+	info := &informer.ResourceInfo{Namespaced: true}
+	f.Fuzz(func(t *testing.T, rawQuery, accept string) {
+		r := &http.Request{Method: "GET", URL: &url.URL{Path: "/api/v1/pods", RawQuery: rawQuery}, Header: http.Header{}}
+		r.Header.Set("Accept", accept)
+		_ = validateQuery(r.URL.Query())
+		_, _ = parseTableOptions(r)
+		if p, err := parseWatchParams(r); err == nil && p.timeout > maxWatchTimeout {
+			t.Fatalf("timeout %v above the bound", p.timeout)
+		}
+		if p, err := parseListParams(r, apiRequest{resource: "pods"}, info, auth.Decision{}); err == nil && (p.limit < 0 || p.limit > maxLimit) {
+			t.Fatalf("limit %d out of range", p.limit)
+		}
+	})
+}
