@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bufio"
 	"bytes"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,6 +101,38 @@ func TestClientGo(t *testing.T) {
 		}
 		if !seen["v1/pods"] || !seen["apps/v1/deployments"] || seen["v1/pods/log"] || seen["v1/bindings"] {
 			t.Errorf("discovery: %v", seen)
+		}
+		// Aggregated when asked for first, legacy otherwise.
+		const agg = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+		for path, accept := range map[string]string{
+			"/api": agg + ",application/json", "/apis": agg + ",application/json",
+		} {
+			r := do(t, "GET", gw+path, "Accept", accept)
+			if r.code != 200 || r.hdr.Get("Content-Type") != agg || !strings.Contains(string(r.body), `"kind":"APIGroupDiscoveryList"`) {
+				t.Errorf("%s aggregated: %d %s %.200s", path, r.code, r.hdr.Get("Content-Type"), r.body)
+			}
+			r = do(t, "GET", gw+path, "Accept", "application/json,"+agg)
+			if r.code != 200 || r.hdr.Get("Content-Type") != "application/json" || strings.Contains(string(r.body), "APIGroupDiscoveryList") {
+				t.Errorf("%s legacy: %d %s %.200s", path, r.code, r.hdr.Get("Content-Type"), r.body)
+			}
+		}
+		legacy, err := discovery.NewDiscoveryClientForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		legacy.UseLegacyDiscovery = true
+		_, llists, err := legacy.ServerGroupsAndResources()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lseen := map[string]bool{}
+		for _, l := range llists {
+			for _, r := range l.APIResources {
+				lseen[l.GroupVersion+"/"+r.Name] = true
+			}
+		}
+		if !maps.Equal(seen, lseen) {
+			t.Errorf("aggregated and legacy discovery differ:\n%v\n%v", seen, lseen)
 		}
 	})
 

@@ -1,11 +1,14 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
+	"mime"
 	"net/http"
 	"slices"
 	"strings"
 
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -20,9 +23,10 @@ var readVerbs = metav1.Verbs{"get", "list", "watch"}
 // informer manager), keeping only resources that support list and watch
 // and advertising only get, list and watch.
 //
-// Aggregated discovery (application/json;g=apidiscovery.k8s.io;v=v2) is
-// not served: the answer is always the legacy form with Content-Type
-// application/json, which client-go and kubectl recognise and fall back to.
+// /api and /apis also answer aggregated discovery (apidiscovery.k8s.io/v2,
+// every group's resources in one document) when the Accept header asks for
+// it before plain JSON, as kubectl and client-go do; otherwise the legacy
+// form with Content-Type application/json.
 func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request, rq apiRequest, kind string) {
 	lists, err := s.opts.Manager.ServerResources()
 	if err != nil && len(lists) == 0 {
@@ -47,6 +51,26 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request, rq apiRe
 		byGV[gv] = rl
 	}
 	pretty := isTrue(r.URL.Query().Get("pretty"))
+	w.Header().Set("Vary", "Accept")
+	if (kind == "versions" || kind == "groups") && wantsAggregated(r) {
+		b, err := json.Marshal(aggregated(kind == "versions", gvs, byGV))
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		w.Header().Set("Content-Type", aggregatedContentType)
+		if pretty {
+			var ind bytes.Buffer
+			if json.Indent(&ind, b, "", "  ") == nil {
+				b = ind.Bytes()
+			}
+		}
+		w.WriteHeader(http.StatusOK)
+		if r.Method != http.MethodHead {
+			_, _ = w.Write(append(b, '\n'))
+		}
+		return
+	}
 	var body any
 	switch kind {
 	case "versions":
@@ -128,4 +152,63 @@ func (s *Server) serveVersion(w http.ResponseWriter, r *http.Request) {
 	}
 	b, _ := json.Marshal(s.opts.Version)
 	writeJSON(w, r, http.StatusOK, append(b, '\n'), isTrue(r.URL.Query().Get("pretty")))
+}
+
+const aggregatedContentType = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+// wantsAggregated reports whether the Accept header lists aggregated
+// discovery v2 before any plain JSON.
+func wantsAggregated(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil || (mt != "application/json" && mt != "*/*" && mt != "application/*") {
+			continue
+		}
+		if params["as"] == "" {
+			return false
+		}
+		if params["as"] == "APIGroupDiscoveryList" && params["g"] == "apidiscovery.k8s.io" && params["v"] == "v2" {
+			return true
+		}
+	}
+	return false
+}
+
+// aggregated builds the v2 aggregated discovery document of the core group
+// (/api) or of the named groups (/apis), preferred versions first.
+func aggregated(core bool, gvs []schema.GroupVersion, byGV map[schema.GroupVersion]*metav1.APIResourceList) *apidiscoveryv2.APIGroupDiscoveryList {
+	out := &apidiscoveryv2.APIGroupDiscoveryList{
+		TypeMeta: metav1.TypeMeta{Kind: "APIGroupDiscoveryList", APIVersion: "apidiscovery.k8s.io/v2"},
+		Items:    []apidiscoveryv2.APIGroupDiscovery{},
+	}
+	index := map[string]int{}
+	for _, gv := range gvs {
+		if (gv.Group == "") != core {
+			continue
+		}
+		i, ok := index[gv.Group]
+		if !ok {
+			i = len(out.Items)
+			index[gv.Group] = i
+			out.Items = append(out.Items, apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: gv.Group}})
+		}
+		v := apidiscoveryv2.APIVersionDiscovery{Version: gv.Version, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
+		for _, res := range byGV[gv].APIResources {
+			scope := apidiscoveryv2.ScopeCluster
+			if res.Namespaced {
+				scope = apidiscoveryv2.ScopeNamespace
+			}
+			v.Resources = append(v.Resources, apidiscoveryv2.APIResourceDiscovery{
+				Resource:         res.Name,
+				ResponseKind:     &metav1.GroupVersionKind{Group: gv.Group, Version: gv.Version, Kind: res.Kind},
+				Scope:            scope,
+				SingularResource: res.SingularName,
+				Verbs:            res.Verbs,
+				ShortNames:       res.ShortNames,
+				Categories:       res.Categories,
+			})
+		}
+		out.Items[i].Versions = append(out.Items[i].Versions, v)
+	}
+	return out
 }
