@@ -146,6 +146,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	if watch {
 		verb = "watch"
 	}
+	setAPIRoute(r, routeTemplate(rq, verb))
 	// A watch on an object path is authorized for that name, as RBAC
 	// resourceNames expect.
 	areq := auth.Request{Verb: verb, Resource: info.GVR, Namespaced: info.Namespaced, Namespace: rq.namespace, Name: rq.name}
@@ -246,4 +247,20 @@ func validateQuery(q map[string][]string) *metav1.Status {
 		}
 	}
 	return nil
+}
+
+// routeTemplate is the metrics route of a resource request.
+func routeTemplate(rq apiRequest, verb string) string {
+	t := "/api/{version}"
+	if rq.gv.Group != "" {
+		t = "/apis/{group}/{version}"
+	}
+	if rq.namespace != "" {
+		t += "/namespaces/{namespace}"
+	}
+	t += "/{resource}"
+	if rq.name != "" {
+		t += "/{name}"
+	}
+	return t + " " + verb
 }

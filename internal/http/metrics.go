@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -49,9 +50,12 @@ func (m *metrics) instrument(next http.Handler) http.Handler {
 		m.inflight.Inc()
 		defer m.inflight.Dec()
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		next.ServeHTTP(ww, r)
+		var apiRoute string
+		next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), apiRouteKey{}, &apiRoute)))
 		route := "other"
-		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+		if apiRoute != "" {
+			route = apiRoute
+		} else if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
 			route = rc.RoutePattern()
 		}
 		code := ww.Status()
@@ -61,4 +65,16 @@ func (m *metrics) instrument(next http.Handler) http.Handler {
 		m.requests.WithLabelValues(route, r.Method, strconv.Itoa(code)).Inc()
 		m.duration.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
 	})
+}
+
+type apiRouteKey struct{}
+
+// setAPIRoute names the request's route for the metrics more precisely
+// than chi's pattern (/api/*): a template such as
+// "/apis/{group}/{version}/namespaces/{namespace}/{resource} watch". It
+// never contains names from the request, so label values stay few.
+func setAPIRoute(r *http.Request, route string) {
+	if p, _ := r.Context().Value(apiRouteKey{}).(*string); p != nil {
+		*p = route
+	}
 }

@@ -309,6 +309,21 @@ func TestRESTListAndGet(t *testing.T) {
 			t.Errorf("the DELETE reached the apiserver: %v", err)
 		}
 	})
+	t.Run("metrics by route template", func(t *testing.T) {
+		r := do(t, "GET", gw+"/metrics")
+		for _, want := range []string{
+			`route="/api/{version}/namespaces/{namespace}/{resource} list"`,
+			`route="/api/{version}/namespaces/{namespace}/{resource}/{name} get"`,
+			`route="/apis/{group}/{version}/namespaces/{namespace}/{resource} list"`,
+		} {
+			if !strings.Contains(string(r.body), want) {
+				t.Errorf("metrics lack %s", want)
+			}
+		}
+		if strings.Contains(string(r.body), "cm-3") {
+			t.Error("an object name became a label value")
+		}
+	})
 	t.Run("table", func(t *testing.T) {
 		r := do(t, "GET", base+"?labelSelector=app%3Dx", "Accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json")
 		var tbl metav1.Table
@@ -625,8 +640,12 @@ func TestRESTWatchEndsAtShutdown(t *testing.T) {
 	gw, stop := startStoppableGateway(t, func(o *Options) { o.ShutdownTimeout = time.Minute })
 	w, _ := startWatch(t, gw+"/api/v1/namespaces/"+ns+"/configmaps?watch=1")
 	w.until("ADDED one", named("ADDED", "one"))
-	if r := do(t, "GET", gw+"/metrics"); !strings.Contains(string(r.body), `kubegate_rest_watches{resource="configmaps"} 1`) {
+	r := do(t, "GET", gw+"/metrics")
+	if !strings.Contains(string(r.body), `kubegate_rest_watches{resource="configmaps"} 1`) {
 		t.Errorf("metrics: no open watch counted")
+	}
+	if !strings.Contains(string(r.body), `kubegate_http_requests_in_flight 2`) {
+		t.Errorf("metrics: the watch and the metrics request are not in flight")
 	}
 	stopped := make(chan struct{})
 	go func() { stop(); close(stopped) }()

@@ -109,7 +109,7 @@ func (s *Server) crdColumns(ctx context.Context, info *informer.ResourceInfo) []
 // column, as CRDs usually name it Age).
 func (s *Server) writeTable(w http.ResponseWriter, r *http.Request, info *informer.ResourceInfo, objs []*informer.Object,
 	rv uint64, cont string, opts *tableOptions, pretty bool) {
-	t := s.buildTable(r.Context(), info, objs, opts, true)
+	t := buildTable(info, s.crdColumns(r.Context(), info), objs, opts, true)
 	t.ResourceVersion = strconv.FormatUint(rv, 10)
 	t.Continue = cont
 	b, err := json.Marshal(t)
@@ -120,9 +120,10 @@ func (s *Server) writeTable(w http.ResponseWriter, r *http.Request, info *inform
 	writeJSON(w, r, http.StatusOK, append(b, '\n'), pretty)
 }
 
-func (s *Server) buildTable(ctx context.Context, info *informer.ResourceInfo, objs []*informer.Object,
+// buildTable builds the Table of objs with a CRD's printer columns cols
+// (nil for none); headers false omits the column definitions.
+func buildTable(info *informer.ResourceInfo, cols []printerColumn, objs []*informer.Object,
 	opts *tableOptions, headers bool) *metav1.Table {
-	cols := s.crdColumns(ctx, info)
 	t := &metav1.Table{TypeMeta: metav1.TypeMeta{Kind: "Table", APIVersion: "meta.k8s.io/" + opts.version},
 		Rows: make([]metav1.TableRow, 0, len(objs))}
 	if headers {

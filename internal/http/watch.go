@@ -224,8 +224,9 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 		kind: info.GVK.Kind, apiV: info.GVR.GroupVersion().String()}
 	if p.table != nil {
 		first := true
+		cols := s.crdColumns(r.Context(), info) // once per stream
 		ws.table = func(o *informer.Object) []byte {
-			t := s.buildTable(r.Context(), info, []*informer.Object{o}, p.table, first)
+			t := buildTable(info, cols, []*informer.Object{o}, p.table, first)
 			first = false
 			b, _ := json.Marshal(t)
 			return b
