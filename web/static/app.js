@@ -304,7 +304,7 @@ function applyQuery(q) {
   if (q.labelSelector) req.labelSelector = q.labelSelector;
   tableSub = subscribe(`table-${++tableSeq}`, req, {
     upsert(o, type, live) {
-      table.set(key(o), o);
+      table.set(key(o), o, live);
       updateCount();
       if (live) logEvent(type, q.resource, key(o));
     },

@@ -16,10 +16,11 @@ export class VirtualTable {
     });
   }
   get size() { return this.items.size; }
-  set(key, item) {
+  // set adds or replaces an item; highlight marks it as changed.
+  set(key, item, highlight) {
     if (!this.items.has(key)) this.order = null;
     this.items.set(key, item);
-    this.changed.set(key, performance.now());
+    if (highlight) this.changed.set(key, performance.now());
     this.schedule();
   }
   delete(key) {
