@@ -213,6 +213,14 @@ func TestKubectl(t *testing.T) {
 	if strings.Count(strings.SplitN(out, "\n", 2)[0], "NAMESPACE") != 1 {
 		t.Errorf("get pods -A header:\n%s", out)
 	}
+	out = run("get", "pods", "-A", "-o", "wide")
+	if strings.Count(strings.SplitN(out, "\n", 2)[0], "NAMESPACE") != 1 || !regexpLine(out, ns, "web-1") {
+		t.Errorf("get pods -A -o wide:\n%s", out)
+	}
+	out = run("get", "pods", "-n", ns, "-o", "wide")
+	if !regexpLine(out, "NAME", "NAMESPACE", "AGE") || !regexpLine(out, "web-1", ns) {
+		t.Errorf("get pods -n -o wide:\n%s", out)
+	}
 	out = run("get", "pods", "-n", ns, "-l", "app=web")
 	if !strings.Contains(out, "web-1") || strings.Contains(out, "db-1") {
 		t.Errorf("get pods -l:\n%s", out)

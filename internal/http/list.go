@@ -73,6 +73,7 @@ func parseListParams(r *http.Request, rq apiRequest, info *informer.ResourceInfo
 	if err != nil {
 		return p, err
 	}
+	p.table = p.table.forRequest(info, rq)
 	// The scope binds continue tokens to the request that created them.
 	u := auth.UserFrom(r.Context())
 	p.scopeKey = strings.Join([]string{info.GVR.String(), rq.namespace, q.Get("labelSelector"),
@@ -234,6 +235,7 @@ func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, rq apiRequest,
 		s.writeError(w, r, err)
 		return
 	}
+	table = table.forRequest(res.Info, rq)
 	o, ok := res.Get(rq.namespace, rq.name)
 	if !ok {
 		st := notFound("%s %q not found", res.Info.GVR.GroupResource(), rq.name)

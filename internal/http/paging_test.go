@@ -119,8 +119,8 @@ func TestParseTableOptions(t *testing.T) {
 	}{
 		{"application/json", "", nil, false},
 		{"", "", nil, false},
-		{"application/json;as=Table;v=v1;g=meta.k8s.io,application/json", "", &tableOptions{"v1", metav1.IncludeMetadata}, false},
-		{"application/json;as=Table;v=v1beta1;g=meta.k8s.io", "includeObject=Object", &tableOptions{"v1beta1", metav1.IncludeObject}, false},
+		{"application/json;as=Table;v=v1;g=meta.k8s.io,application/json", "", &tableOptions{version: "v1", includeObject: metav1.IncludeMetadata}, false},
+		{"application/json;as=Table;v=v1beta1;g=meta.k8s.io", "includeObject=Object", &tableOptions{version: "v1beta1", includeObject: metav1.IncludeObject}, false},
 		{"application/json, application/json;as=Table;v=v1;g=meta.k8s.io", "", nil, false},
 		{"application/json;as=Table;v=v9;g=meta.k8s.io", "", nil, false},
 		{"application/json;as=Table;v=v1;g=meta.k8s.io", "includeObject=All", nil, true},

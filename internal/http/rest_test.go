@@ -338,6 +338,11 @@ func TestRESTListAndGet(t *testing.T) {
 			tbl.Rows[0].Cells[0] != "cm-0" || tbl.Rows[0].Cells[1] != ns {
 			t.Fatalf("table: %s", r.body)
 		}
+		r = do(t, "GET", gw+"/api/v1/configmaps?labelSelector=app%3Dx", "Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+		var all metav1.Table
+		if r.code != 200 || json.Unmarshal(r.body, &all) != nil || len(all.ColumnDefinitions) != 2 || all.ColumnDefinitions[1].Name != "Age" {
+			t.Errorf("cluster-wide table: want Name, Age (kubectl -A adds NAMESPACE): %.300s", r.body)
+		}
 		var meta metav1.PartialObjectMetadata
 		if err := json.Unmarshal(tbl.Rows[0].Object.Raw, &meta); err != nil || meta.Name != "cm-0" || meta.Namespace != ns {
 			t.Errorf("row object: %s", tbl.Rows[0].Object.Raw)

@@ -23,6 +23,19 @@ import (
 type tableOptions struct {
 	version       string // v1 or v1beta1
 	includeObject metav1.IncludeObjectPolicy
+	// namespaceColumn adds a Namespace column; see forRequest.
+	namespaceColumn bool
+}
+
+// forRequest decides the Namespace column: shown (at priority 1, so
+// kubectl prints it with -o wide) for requests in one namespace, and left
+// out of cluster-wide ones, where kubectl -A adds its own NAMESPACE column
+// from the rows' metadata (unless the rows carry no object).
+func (t *tableOptions) forRequest(info *informer.ResourceInfo, rq apiRequest) *tableOptions {
+	if t != nil {
+		t.namespaceColumn = info.Namespaced && (rq.namespace != "" || t.includeObject == metav1.IncludeNone)
+	}
+	return t
 }
 
 // parseTableOptions returns the Table options if the Accept header asks
@@ -103,8 +116,7 @@ func (s *Server) crdColumns(ctx context.Context, info *informer.ResourceInfo) []
 	return nil
 }
 
-// writeTable answers objs as a Table: NAME, NAMESPACE (priority 1, so
-// kubectl shows it with -o wide; with -A kubectl adds its own), the CRD's
+// writeTable answers objs as a Table: NAME, NAMESPACE (see forRequest), the CRD's
 // printer columns, and AGE (unless the CRD has a creationTimestamp
 // column, as CRDs usually name it Age).
 func (s *Server) writeTable(w http.ResponseWriter, r *http.Request, info *informer.ResourceInfo, objs []*informer.Object,
@@ -129,7 +141,7 @@ func buildTable(info *informer.ResourceInfo, cols []printerColumn, objs []*infor
 	if headers {
 		t.ColumnDefinitions = append(t.ColumnDefinitions, metav1.TableColumnDefinition{Name: "Name", Type: "string",
 			Format: "name", Description: "Name must be unique within a namespace."})
-		if info.Namespaced {
+		if opts.namespaceColumn {
 			t.ColumnDefinitions = append(t.ColumnDefinitions, metav1.TableColumnDefinition{Name: "Namespace",
 				Type: "string", Priority: 1, Description: "The object's namespace."})
 		}
@@ -153,7 +165,7 @@ func buildTable(info *informer.ResourceInfo, cols []printerColumn, objs []*infor
 	now := time.Now()
 	for _, o := range objs {
 		row := metav1.TableRow{Cells: []any{o.Name}}
-		if info.Namespaced {
+		if opts.namespaceColumn {
 			row.Cells = append(row.Cells, o.Namespace)
 		}
 		if len(cols) > 0 {

@@ -223,6 +223,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 	ws := &watchStream{w: w, rc: http.NewResponseController(w), sse: p.sse,
 		kind: info.GVK.Kind, apiV: info.GVR.GroupVersion().String()}
 	if p.table != nil {
+		p.table = p.table.forRequest(info, rq)
 		first := true
 		cols := s.crdColumns(r.Context(), info) // once per stream
 		ws.table = func(o *informer.Object) []byte {
