@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -455,4 +456,144 @@ func TestEndToEndTokenRevoked(t *testing.T) {
 		t.Fatalf("frame %+v, want an ended 401 error", f)
 	}
 	t.Logf("subscription ended %v after the service account was deleted", took)
+}
+
+// TestEndToEndREST lists and gets through the REST layer as a user bound
+// to one namespace: a cluster-wide list holds that namespace's objects
+// only, a Secret is 403, another namespace's pod is 403 whether it exists
+// or not, and bad credentials are 401.
+func TestEndToEndREST(t *testing.T) {
+	env := testenv.Get(t)
+	g := startGateway(t)
+	nsA, nsB := env.Namespace(t), env.Namespace(t)
+	createPod(t, nsA, "mine")
+	createPod(t, nsB, "theirs")
+	if _, err := env.Client.CoreV1().Secrets(nsA).Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bindPodReader(t, nsA, "frank")
+	waitRBAC(t, "frank", nsA)
+	tok := userToken(t, "frank")
+
+	get := func(path, token string) (int, []byte) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, g.base+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, body
+	}
+
+	t.Run("cluster-wide list holds his namespace only", func(t *testing.T) {
+		code, body := get("/api/v1/pods", tok)
+		if code != http.StatusOK {
+			t.Fatalf("%d %s", code, body)
+		}
+		var list corev1.PodList
+		if err := json.Unmarshal(body, &list); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, p := range list.Items {
+			got = append(got, p.Namespace+"/"+p.Name)
+		}
+		if !slices.Equal(got, []string{nsA + "/mine"}) {
+			t.Fatalf("pods %v, want only %s/mine", got, nsA)
+		}
+	})
+	for _, tc := range []struct {
+		name, path, token string
+		code              int
+	}{
+		{"secret in his namespace", "/api/v1/namespaces/" + nsA + "/secrets/db", tok, http.StatusForbidden},
+		{"secrets cluster-wide", "/api/v1/secrets", tok, http.StatusForbidden},
+		{"pod in another namespace", "/api/v1/namespaces/" + nsB + "/pods/theirs", tok, http.StatusForbidden},
+		{"missing pod in another namespace", "/api/v1/namespaces/" + nsB + "/pods/nothing", tok, http.StatusForbidden},
+		{"his pod", "/api/v1/namespaces/" + nsA + "/pods/mine", tok, http.StatusOK},
+		{"invalid token", "/api/v1/pods", "nope", http.StatusUnauthorized},
+		{"no token", "/api/v1/pods", "", http.StatusUnauthorized},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := get(tc.path, tc.token)
+			if code != tc.code {
+				t.Fatalf("%d %s, want %d", code, body, tc.code)
+			}
+			if code != http.StatusOK {
+				var st metav1.Status
+				if err := json.Unmarshal(body, &st); err != nil || st.Kind != "Status" || int(st.Code) != code {
+					t.Fatalf("body is not a matching Status: %s", body)
+				}
+			}
+		})
+	}
+}
+
+// TestEndToEndRESTWatchRevoked: a REST watch ends with an ERROR event
+// carrying 403, then closes, once the watcher's RoleBinding is deleted.
+func TestEndToEndRESTWatchRevoked(t *testing.T) {
+	t.Parallel() // waits for the re-check
+	env := testenv.Get(t)
+	g := startGateway(t)
+	ns := env.Namespace(t)
+	rb := bindPodReader(t, ns, "gina")
+	waitRBAC(t, "gina", ns)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.base+"/api/v1/pods?watch=1", nil)
+	req.Header.Set("Authorization", "Bearer "+userToken(t, "gina"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("watch: %d %s", resp.StatusCode, b)
+	}
+	dec := json.NewDecoder(resp.Body)
+	type event struct {
+		Type   string
+		Object json.RawMessage
+	}
+	createPod(t, ns, "seen")
+	for {
+		var e event
+		if err := dec.Decode(&e); err != nil {
+			t.Fatalf("before the revocation: %v", err)
+		}
+		if e.Type == "ADDED" {
+			break
+		}
+	}
+	revoked := time.Now()
+	if err := env.Client.RbacV1().RoleBindings(ns).Delete(t.Context(), rb, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		var e event
+		if err := dec.Decode(&e); err != nil {
+			t.Fatalf("stream ended without an ERROR event: %v", err)
+		}
+		if e.Type != "ERROR" {
+			continue // events from before the revocation
+		}
+		var st metav1.Status
+		if err := json.Unmarshal(e.Object, &st); err != nil || st.Code != http.StatusForbidden {
+			t.Fatalf("ERROR event %s, want a 403 Status", e.Object)
+		}
+		break
+	}
+	if took, bound := time.Since(revoked), e2eRecheck+e2eAllowTTL+2*time.Second; took > bound {
+		t.Fatalf("watch ended %v after the revocation, want at most %v", took, bound)
+	}
+	var e event
+	if err := dec.Decode(&e); err == nil {
+		t.Fatalf("event after the ERROR: %+v", e)
+	}
 }

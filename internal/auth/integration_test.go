@@ -32,6 +32,8 @@ var testUsers = []controlplane.User{
 	{Name: "carol"},
 	{Name: "dave"}, // end-to-end tests
 	{Name: "erin"},
+	{Name: "frank"},
+	{Name: "gina"},
 }
 
 func TestMain(m *testing.M) { testenv.Main(m, testenv.Options{Users: testUsers}) }
