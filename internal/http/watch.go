@@ -222,6 +222,9 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 
 	ws := &watchStream{w: w, rc: http.NewResponseController(w), sse: p.sse,
 		kind: info.GVK.Kind, apiV: info.GVR.GroupVersion().String()}
+	// flush sets write deadlines; clear them so a later request on the
+	// same keep-alive connection does not inherit one.
+	defer func() { _ = ws.rc.SetWriteDeadline(time.Time{}) }()
 	if p.table != nil {
 		p.table = p.table.forRequest(info, rq)
 		first := true
