@@ -60,6 +60,21 @@ vet: ## go vet and a gofmt check
 fmt: ## gofmt every Go file
 	gofmt -w $$(git ls-files '*.go')
 
+IMAGE ?= kubegate:dev
+DOCKER ?= docker
+
+.PHONY: image
+image: ## Build the container image $(IMAGE) (needs Docker)
+	@if ! command -v $(DOCKER) >/dev/null 2>&1; then \
+		echo "make image: '$(DOCKER)' not found; install Docker (or set DOCKER=podman) to build the image $(IMAGE)" >&2; exit 1; fi
+	@if ! $(DOCKER) info >/dev/null 2>&1; then \
+		echo "make image: '$(DOCKER)' is installed but no engine answers ('$(DOCKER) info' fails); start the Docker daemon to build $(IMAGE)" >&2; exit 1; fi
+	$(DOCKER) build -t $(IMAGE) .
+
+.PHONY: manifests-check
+manifests-check: bins ## Render deploy/ and apply it to a test apiserver (server-side dry-run)
+	$(GO) test -race -count=1 $(TESTFLAGS) ./deploy/
+
 .PHONY: clean
 clean: ## Remove build output (not the cached control-plane binaries)
 	rm -rf bin
