@@ -18,8 +18,11 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"kubegate/internal/auth"
@@ -51,7 +54,8 @@ type gatewayOptions struct {
 func startGateway(t *testing.T, o gatewayOptions) string {
 	t.Helper()
 	env := testenv.Get(t)
-	iopts := informer.Options{Config: env.Config, Logger: zaptest.NewLogger(t).Named("informer")}
+	reg := prometheus.NewRegistry()
+	iopts := informer.Options{Config: env.Config, Logger: zaptest.NewLogger(t).Named("informer"), Registerer: reg}
 	if o.informer != nil {
 		o.informer(&iopts)
 	}
@@ -59,7 +63,6 @@ func startGateway(t *testing.T, o gatewayOptions) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := prometheus.NewRegistry()
 	wsServer, err := ws.New(ws.Options{Manager: mgr, Logger: zaptest.NewLogger(t).Named("ws"), Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
@@ -448,4 +451,146 @@ func TestDashboardToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, ctx, 30*time.Second, "table after login", `kubegate.connection === "connected" && `+row(ns, "secret-ish")+` !== null`)
+}
+
+const widgetCRD = `{
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {"name": "widgets.web.kubegate.io"},
+  "spec": {
+    "group": "web.kubegate.io",
+    "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+    "scope": "Namespaced",
+    "versions": [{"name": "v1", "served": true, "storage": true,
+      "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
+  }
+}`
+
+// createCRD creates a CRD and waits until it is established, so discovery
+// serves it.
+func createCRD(t *testing.T, manifest string) {
+	t.Helper()
+	env := testenv.Get(t)
+	gvr := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	var crd unstructured.Unstructured
+	if err := crd.UnmarshalJSON([]byte(manifest)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Dynamic.Resource(gvr).Create(t.Context(), &crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Dynamic.Resource(gvr).Delete(context.Background(), crd.GetName(), metav1.DeleteOptions{})
+	})
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		u, err := env.Dynamic.Resource(gvr).Get(ctx, crd.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range conds {
+			if cm, _ := c.(map[string]any); cm["type"] == "Established" && cm["status"] == "True" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("CRD %s not established: %v", crd.GetName(), err)
+	}
+}
+
+// Custom resources appear in the resource picker and their objects in the
+// table; the status view lists the gateway's informers and its sockets.
+func TestDashboardCRDAndStatus(t *testing.T) {
+	env := testenv.Get(t)
+	createCRD(t, widgetCRD)
+	ns := env.Namespace(t)
+	gvr := schema.GroupVersionResource{Group: "web.kubegate.io", Version: "v1", Resource: "widgets"}
+	w := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "web.kubegate.io/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": "w1", "labels": map[string]any{"color": "blue"}}}}
+	if _, err := env.Dynamic.Resource(gvr).Namespace(ns).Create(t.Context(), w, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := newBrowser(t)
+	base := startGateway(t, gatewayOptions{})
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/#resource=widgets.v1.web.kubegate.io&namespace="+ns)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, 30*time.Second, "CRD in the picker", `[...document.getElementById("resource").options].some((o) => o.value === "widgets.v1.web.kubegate.io" && o.text === "widgets.web.kubegate.io")`)
+	waitFor(t, ctx, 30*time.Second, "custom object", cellIs(ns, "w1", "labels", "color=blue"))
+
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#status-toggle`))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, 10*time.Second, "status view", `(() => {
+		const rows = [...document.querySelectorAll("#informers tbody tr")].map((r) => r.innerText);
+		const dl = document.getElementById("status-summary").innerText;
+		return rows.some((r) => /^widgets\.web\.kubegate\.io\t1\t1 listeners/.test(r)) && rows.some((r) => r.startsWith("namespaces")) && /Sockets\s+1\b/.test(dl) && /Subscriptions\s+2\b/.test(dl);
+	})()`)
+	screenshot(t, ctx, "dashboard-status.png")
+}
+
+// 5,000 objects: the table is virtualized (a few dozen row elements) and
+// the page keeps drawing frames while the snapshot and a burst of changes
+// arrive.
+func TestDashboardManyObjects(t *testing.T) {
+	if testing.Short() {
+		t.Skip("creates 5,000 objects")
+	}
+	env := testenv.Get(t)
+	const n = 5000
+	ns := env.Namespace(t)
+	cms := env.Client.CoreV1().ConfigMaps(ns)
+	create := func(from, to int) error {
+		g, ctx := errgroup.WithContext(t.Context())
+		g.SetLimit(16)
+		for i := from; i < to; i++ {
+			g.Go(func() error {
+				_, err := cms.Create(ctx, configMap(fmt.Sprintf("cm-%05d", i), map[string]string{"i": strconv.Itoa(i)}), metav1.CreateOptions{})
+				return err
+			})
+		}
+		return g.Wait()
+	}
+	if err := create(0, n-500); err != nil {
+		t.Fatal(err)
+	}
+	ctx := newBrowser(t)
+	base := startGateway(t, gatewayOptions{})
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/#resource=configmaps&namespace="+ns)); err != nil {
+		t.Fatal(err)
+	}
+	// Record the longest gap between animation frames from here on.
+	if err := chromedp.Do(ctx, evalVoid(`(() => { window.maxGap = 0; let last = performance.now();
+		const tick = (t) => { window.maxGap = Math.max(window.maxGap, t - last); last = t; requestAnimationFrame(tick); };
+		requestAnimationFrame(tick); })()`)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, 60*time.Second, "snapshot", fmt.Sprintf(`document.getElementById("count").textContent === "%d"`, n-500))
+	if err := create(n-500, n); err != nil { // live, while the page shows the rest
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, 30*time.Second, "live burst", fmt.Sprintf(`document.getElementById("count").textContent === "%d"`, n))
+	rows, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#rows .row").length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows == 0 || rows > 200 {
+		t.Errorf("%d row elements for %d objects; want a virtualized window", rows, n)
+	}
+	// Scrolling to the end draws the last objects.
+	if err := chromedp.Do(ctx, evalVoid(`document.getElementById("viewport").scrollTop = 1e9`)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, 5*time.Second, "last row after scrolling", row(ns, fmt.Sprintf("cm-%05d", n-1))+" !== null")
+	gap, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`window.maxGap`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d objects, %d row elements, longest frame gap %.0fms", n, rows, gap)
+	// A frozen page skips frames for seconds; leave room for a loaded CI machine.
+	if gap > 1000 {
+		t.Errorf("longest gap between frames %.0fms; the page froze", gap)
+	}
 }
