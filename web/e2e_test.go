@@ -349,6 +349,19 @@ func TestDashboardPodStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, ctx, time.Second, "log shows only selected pods", `!document.getElementById("log").innerText.includes("/q") && document.getElementById("count").textContent === "1"`)
+
+	// A bad selector is named in the page; a good one recovers.
+	apply := func(sel string) {
+		t.Helper()
+		if err := chromedp.Do(ctx, evalVoid(fmt.Sprintf(`document.getElementById("selector").value = %s`, strconv.Quote(sel))),
+			chromedp.Click(chromedp.CSS(`#query button[type=submit]`))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply("app in (x")
+	waitFor(t, ctx, 5*time.Second, "selector error", `document.getElementById("sub-error").textContent.length > 2 && document.getElementById("count").textContent === "0"`)
+	apply("app=y")
+	waitFor(t, ctx, 5*time.Second, "recovered", `document.getElementById("sub-error").textContent === "" && `+row(ns, "q")+` !== null && `+row(ns, "p")+` === null && location.hash.includes("labels=app%3Dy")`)
 }
 
 // A reconnect inside the gateway's history resumes without a snapshot; one

@@ -178,12 +178,16 @@ function handleFrame(f) {
     case "ack":
       if (sub && f.request === "subscribe") { sub.info = f.resource; sub.onAck && sub.onAck(f); }
       return;
-    case "error":
-      if (f.status && f.status.code === 401) { reauthenticate(); }
+    case "error": {
+      // 401: the socket's token is no longer valid. Keep the subscription:
+      // it resumes on the socket opened with the new token.
+      const unauthorized = f.status && f.status.code === 401;
+      if (unauthorized) reauthenticate();
       if (sub) sub.onError && sub.onError(f);
       logEvent("ERROR", f.id || "", (f.status && f.status.message) || "error");
-      if (sub && (f.ended || f.request === "subscribe")) subs.delete(f.id);
+      if (sub && !unauthorized && (f.ended || f.request === "subscribe")) subs.delete(f.id);
       return;
+    }
     case "ADDED": case "MODIFIED": case "SYNC":
       if (!sub) return;
       if (f.type !== "SYNC") sub.rv = f.rv;
@@ -280,7 +284,12 @@ const table = new VirtualTable({
   viewport: $("viewport"), spacer: $("spacer"), rows: $("rows"), rowHeight: 26,
   render: renderRow, onClick: (o) => o && showObject(o),
 });
-setInterval(() => table.refresh(), 10000); // ages
+// Ages move on: rewrite the Age cells of the visible rows in place.
+setInterval(() => {
+  for (const el of $("rows").children) {
+    if (el._item) el.querySelector(".c-age").textContent = age(el._item.metadata.creationTimestamp);
+  }
+}, 1000);
 
 let countFrame = 0;
 function updateCount() {
@@ -315,6 +324,7 @@ function applyQuery(q) {
     },
     reset() { table.clear(); updateCount(); },
     onSynced() { document.body.dataset.synced = tableSub ? tableSub.id : ""; },
+    onAck() { $("sub-error").textContent = ""; },
     onError(f) { $("sub-error").textContent = "— " + f.status.message; },
   });
   document.body.dataset.synced = "";

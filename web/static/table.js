@@ -61,9 +61,4 @@ export class VirtualTable {
     // Highlights older than the animation no longer matter.
     if (this.changed.size > 1000) for (const [k, t] of this.changed) if (now - t > 1500) this.changed.delete(k);
   }
-  // refresh redraws every visible row (ages move on).
-  refresh() {
-    for (const el of this.rowsEl.children) el._item = null;
-    this.schedule();
-  }
 }
