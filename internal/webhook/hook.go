@@ -56,6 +56,7 @@ type hook struct {
 	clock  clock.Clock
 	jitter func(time.Duration) time.Duration
 	drain  time.Duration
+	taken  int // events popped and not yet settled, for the queue gauge
 	m      *metrics
 	log    *zap.Logger
 }
@@ -178,6 +179,7 @@ func (h *hook) reportOverflows(in *input) {
 }
 
 func (h *hook) updateQueue(taken int) {
+	h.taken = taken
 	n := taken
 	for _, in := range h.inputs {
 		n += in.src.Stats().Buffered
@@ -205,6 +207,12 @@ func (h *hook) deliver(ctx context.Context, ev *event) result {
 		if ctx.Err() != nil {
 			return resultInterrupted
 		}
+		// The backlog keeps growing (and collapsing) while this event
+		// waits; keep its metrics current.
+		for _, in := range h.inputs {
+			h.reportOverflows(in)
+		}
+		h.updateQueue(h.taken)
 		wait := retryAfter
 		if wait <= 0 {
 			wait = h.backoff(attempt)

@@ -112,20 +112,27 @@ type receiver struct {
 }
 
 func newReceiver(t *testing.T, now func() time.Time) *receiver {
-	r := &receiver{t: t, got: make(chan request, 100), now: now}
+	r := &receiver{t: t, got: make(chan request, 1000), now: now}
+	quit := make(chan struct{})
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
 		r.mu.Lock()
 		r.n++
 		n, respond, now := r.n, r.respond, r.now
 		r.mu.Unlock()
-		r.got <- request{header: req.Header.Clone(), body: body,
-			verify: verifyAt([][]byte{testKey(t)}, req.Header, body, 5*time.Minute, now())}
+		select {
+		case r.got <- request{header: req.Header.Clone(), body: body,
+			verify: verifyAt([][]byte{testKey(t)}, req.Header, body, 5*time.Minute, now())}:
+		case <-quit:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
 		if respond != nil {
 			respond(n, w)
 		}
 	}))
 	t.Cleanup(r.srv.Close)
+	t.Cleanup(func() { close(quit) }) // runs first: unblock handlers
 	return r
 }
 
