@@ -6,18 +6,14 @@ package deploy_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -260,8 +256,3 @@ func clusterRole(t *testing.T, dir string) (*rbacv1.ClusterRole, []string) {
 	objs := render(t, dir)
 	return convert[rbacv1.ClusterRole](t, find(t, objs, "ClusterRole")), shippedConfig(t, objs).Cache.Resources
 }
-
-var _ = fmt.Sprint
-var _ = strings.Contains
-var _ = time.Second
-var _ context.Context
