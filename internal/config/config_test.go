@@ -257,6 +257,8 @@ func TestWebhookBadInput(t *testing.T) {
 		{"negative attempts", ok + "  retry: {maxAttempts: -1}\n", "retry.maxAttempts"},
 		{"backoff order", ok + "  retry: {initialBackoff: 1m, maxBackoff: 1s}\n", "retry.initialBackoff: 1m0s is more than maxBackoff"},
 		{"unknown field", ok + "  retries: 3\n", `unknown field "retries"`},
+		{"bad allow", ok + "  allowAddresses: [10.0.0.1]\n", `allowAddresses: "10.0.0.1": want a CIDR`},
+		{"bad deny", ok + "  denyAddresses: [nope]\n", `denyAddresses: "nope"`},
 		{"bad resync", ok + "  resyncPeriod: later\n", "invalid duration"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

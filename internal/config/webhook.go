@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
@@ -48,6 +49,14 @@ type Webhook struct {
 	// Format is cloudevents (CloudEvents 1.0 structured JSON) or watch
 	// (the Kubernetes watch event {"type","object"}). Default cloudevents.
 	Format string `json:"format,omitempty"`
+	// AllowAddresses are CIDRs the webhook may connect to even though they
+	// are refused by default (loopback, link-local including cloud
+	// metadata, unspecified), for in-cluster or local receivers. Default
+	// none.
+	AllowAddresses []string `json:"allowAddresses,omitempty"`
+	// DenyAddresses are further CIDRs refused, for example the cluster's
+	// pod and service ranges. Checked when connecting. Default none.
+	DenyAddresses []string `json:"denyAddresses,omitempty"`
 	// MaxEvents bounds each resource's backlog; past it the backlog
 	// collapses to the latest state per object. Default 4096.
 	MaxEvents int `json:"maxEvents,omitempty"`
@@ -238,6 +247,16 @@ func ValidateWebhooks(hooks []Webhook) error {
 		case "cloudevents", "watch":
 		default:
 			bad("format", "%q: want cloudevents or watch", w.Format)
+		}
+		for _, l := range []struct {
+			name string
+			v    []string
+		}{{"allowAddresses", w.AllowAddresses}, {"denyAddresses", w.DenyAddresses}} {
+			for _, c := range l.v {
+				if _, err := netip.ParsePrefix(c); err != nil {
+					bad(l.name, "%q: want a CIDR such as 10.0.0.0/8", c)
+				}
+			}
 		}
 		if w.MaxEvents < 0 {
 			bad("maxEvents", "must not be negative")

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -21,6 +22,8 @@ func hookConfig(t *testing.T, name, url string) config.Webhook {
 		URL:        url,
 		Resources:  []config.WebhookResource{{Resource: "configmaps"}},
 		SecretFile: secretFile(t),
+		// httptest receivers listen on loopback, refused by default.
+		AllowAddresses: []string{"127.0.0.0/8", "::1/128"},
 		Retry: config.WebhookRetry{
 			MaxAttempts:    5,
 			InitialBackoff: config.Duration(time.Second),
@@ -389,5 +392,29 @@ func TestInvalidConfigRejectedAtStart(t *testing.T) {
 	err = m.Start(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "webhooks[0] (a): secret: a signing secret is required") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestAddressGuard(t *testing.T) {
+	rcv := newReceiver(t, time.Now)
+	c := hookConfig(t, "a", rcv.srv.URL)
+	c.AllowAddresses = nil
+	h := start(t, c)
+	h.source("a", 0).push(note(informer.Added, "x", 1))
+	eventually(t, "rejected metric", func() bool { return h.metric("a", outcomeRejected) == 1 })
+	rcv.none()
+	if h.clock.HasWaiters() {
+		t.Fatal("a refused address was retried")
+	}
+
+	g := newAddressGuard([]string{"10.1.0.0/16"}, []string{"10.0.0.0/8"})
+	for addr, refused := range map[string]bool{
+		"127.0.0.1": true, "::1": true, "169.254.169.254": true, "::ffff:169.254.169.254": true, "fe80::1": true,
+		"0.0.0.0": true, "10.2.3.4": true, "10.1.2.3": false, "192.0.2.1": false, "2001:db8::1": false,
+	} {
+		err := g.control("tcp", net.JoinHostPort(addr, "443"), nil)
+		if (err != nil) != refused {
+			t.Errorf("%s: err = %v, want refused=%v", addr, err, refused)
+		}
 	}
 }

@@ -83,6 +83,7 @@ func (h *hook) name() string { return h.cfg.Name }
 // each to deliver the events it has already taken.
 func (h *hook) run(ctx context.Context) {
 	defer close(h.done)
+	defer h.client.CloseIdleConnections()
 	defer func() {
 		for _, in := range h.inputs {
 			in.src.Stop()
@@ -266,6 +267,10 @@ func (h *hook) attempt(ctx context.Context, ev *event) (result, time.Duration) {
 	if err != nil {
 		h.m.latency.WithLabelValues(h.name()).Observe(time.Since(start).Seconds())
 		h.m.attempts.WithLabelValues(h.name(), "error").Inc()
+		if refused := (*AddressRefusedError)(nil); errors.As(err, &refused) {
+			h.log.Error("event rejected: the receiver's address is refused", zap.String("id", ev.id), zap.Error(refused))
+			return resultRejected, 0
+		}
 		if ctx.Err() == nil {
 			h.log.Warn("delivery attempt failed", zap.String("id", ev.id), zap.Error(redact(err)))
 		}

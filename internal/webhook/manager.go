@@ -47,9 +47,8 @@ type Options struct {
 	Clock clock.Clock
 
 	// Test hooks.
-	jitter    func(time.Duration) time.Duration
-	transport http.RoundTripper
-	listen    func(ctx context.Context, hook string, r config.WebhookResource, opts informer.ListenerOptions) (*informer.ResourceInfo, source, error)
+	jitter func(time.Duration) time.Duration
+	listen func(ctx context.Context, hook string, r config.WebhookResource, opts informer.ListenerOptions) (*informer.ResourceInfo, source, error)
 }
 
 func (o Options) withDefaults() Options {
@@ -64,9 +63,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
-	}
-	if o.transport == nil {
-		o.transport = http.DefaultTransport.(*http.Transport).Clone()
 	}
 	if o.jitter == nil {
 		o.jitter = func(d time.Duration) time.Duration {
@@ -127,9 +123,6 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	for _, h := range hooks {
 		<-h.done
-	}
-	if t, ok := m.opts.transport.(interface{ CloseIdleConnections() }); ok {
-		t.CloseIdleConnections()
 	}
 	return err
 }
@@ -222,7 +215,7 @@ func (m *Manager) newHook(ctx context.Context, c config.Webhook, secrets [][]byt
 		m:       m.m,
 		log:     o.Logger.With(zap.String("webhook", c.Name)),
 		client: &http.Client{
-			Transport: o.transport,
+			Transport: newTransport(newAddressGuard(c.AllowAddresses, c.DenyAddresses)),
 			// A redirect is answered as is: following it would send signed
 			// events to a host nobody configured.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
