@@ -1,0 +1,226 @@
+package deploy_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"kubegate/internal/testenv"
+)
+
+// mirror is a client's copy of the ConfigMaps in one namespace, kept the
+// way a reflector keeps it: list, then watch from the list's
+// resourceVersion, and on 410 list again.
+type mirror struct {
+	ns      string
+	objects map[string]string // name → resourceVersion
+	lastRV  string
+	relists int
+}
+
+func (m *mirror) list(ctx context.Context, cs kubernetes.Interface) error {
+	l, err := cs.CoreV1().ConfigMaps(m.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	m.objects = map[string]string{}
+	for _, o := range l.Items {
+		m.objects[o.Name] = o.ResourceVersion
+	}
+	m.lastRV = l.ResourceVersion
+	return nil
+}
+
+// follow watches from lastRV until the mirror equals want. A 410 ERROR
+// event is returned as an error for which apierrors.IsResourceExpired
+// (or IsGone) holds.
+func (m *mirror) follow(ctx context.Context, cs kubernetes.Interface, want map[string]string) error {
+	if maps.Equal(m.objects, want) {
+		return nil
+	}
+	w, err := cs.CoreV1().ConfigMaps(m.ns).Watch(ctx, metav1.ListOptions{ResourceVersion: m.lastRV, AllowWatchBookmarks: true})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not converged (diff -got +want):\n%s: %w", cmp.Diff(m.objects, want), ctx.Err())
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return errors.New("watch ended before converging")
+			}
+			switch ev.Type {
+			case watch.Error:
+				return apierrors.FromObject(ev.Object)
+			case watch.Bookmark:
+				m.lastRV = ev.Object.(*corev1.ConfigMap).ResourceVersion
+				continue
+			}
+			o := ev.Object.(*corev1.ConfigMap)
+			if ev.Type == watch.Deleted {
+				delete(m.objects, o.Name)
+			} else {
+				m.objects[o.Name] = o.ResourceVersion
+			}
+			m.lastRV = o.ResourceVersion
+			if maps.Equal(m.objects, want) {
+				return nil
+			}
+		}
+	}
+}
+
+// sync follows, and lists again from the same replica on 410, as
+// client-go's reflector does.
+func (m *mirror) sync(ctx context.Context, cs kubernetes.Interface, want map[string]string) error {
+	err := m.follow(ctx, cs, want)
+	if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+		m.relists++
+		if err := m.list(ctx, cs); err != nil {
+			return err
+		}
+		err = m.follow(ctx, cs, want)
+	}
+	return err
+}
+
+func truth(t *testing.T, env *testenv.Env, ns string) map[string]string {
+	t.Helper()
+	l, err := env.Client.CoreV1().ConfigMaps(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, o := range l.Items {
+		out[o.Name] = o.ResourceVersion
+	}
+	return out
+}
+
+func gatewayClient(t *testing.T, g *gateway) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: g.url, ContentConfig: rest.ContentConfig{ContentType: "application/json"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// TestReplicasResume: a client follows replica A, goes away while objects
+// are deleted, changed and created, and comes back to replica B with its
+// last resourceVersion. If B's history reaches back that far it resumes;
+// if B started later it answers 410 and the client lists again. Either
+// way the client ends with exactly the apiserver's objects: no missed
+// deletes.
+func TestReplicasResume(t *testing.T) {
+	env := testenv.Get(t)
+	for _, tc := range []struct {
+		name        string
+		bStartsLate bool // B starts after the client left A
+		wantRelists int
+	}{
+		{name: "resume", wantRelists: 0},
+		{name: "fresh replica answers 410", bStartsLate: true, wantRelists: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := env.Namespace(t)
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			opts := gatewayOptions{Resources: []string{"configmaps"}}
+			a := startGateway(t, env.Config, opts)
+			var b *gateway
+			if !tc.bStartsLate {
+				// B's history starts at its first list, before the
+				// client's first resourceVersion.
+				b = startGateway(t, env.Config, opts)
+				waitReady(t, b)
+			}
+			cms := env.Client.CoreV1().ConfigMaps(ns)
+			for i := range 5 {
+				if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("c%d", i)}}, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			m := &mirror{ns: ns}
+			ca := gatewayClient(t, a)
+			waitReady(t, a)
+			if err := m.list(ctx, ca); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.sync(ctx, ca, truth(t, env, ns)); err != nil {
+				t.Fatalf("replica A: %v", err)
+			}
+
+			// The client is away: deletes, an update and a create.
+			for _, n := range []string{"c1", "c2"} {
+				if err := cms.Delete(ctx, n, metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := cms.Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c3"}, Data: map[string]string{"k": "v"}}, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c5"}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			want := truth(t, env, ns)
+
+			if tc.bStartsLate {
+				b = startGateway(t, env.Config, opts)
+			}
+			waitReady(t, b)
+			if err := m.sync(ctx, gatewayClient(t, b), want); err != nil {
+				t.Fatalf("replica B from resourceVersion %s: %v", m.lastRV, err)
+			}
+			if m.relists != tc.wantRelists {
+				t.Errorf("relists = %d, want %d", m.relists, tc.wantRelists)
+			}
+			for _, n := range []string{"c1", "c2"} {
+				if _, ok := m.objects[n]; ok {
+					t.Errorf("deleted %s is still in the client's copy", n)
+				}
+			}
+		})
+	}
+}
+
+// waitReady waits for the gateway's boot resources to sync (/readyz).
+func waitReady(t *testing.T, g *gateway) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	r, err := g.mgr.Resource(ctx, "configmaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.url+"/readyz", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/readyz: %s", resp.Status)
+	}
+}
