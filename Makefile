@@ -78,3 +78,16 @@ manifests-check: bins ## Render deploy/ and apply it to a test apiserver (server
 .PHONY: clean
 clean: ## Remove build output (not the cached control-plane binaries)
 	rm -rf bin
+
+# Micro-benchmark repetitions and time per benchmark for `make bench`.
+BENCHCOUNT ?= 6
+BENCHTIME  ?= 300ms
+# Flags for the load tool in `make bench`, e.g. BENCHFLAGS="-scenarios=broad -subscribers=1000".
+BENCHFLAGS ?=
+
+.PHONY: bench
+bench: bins ## Micro-benchmarks (benchstat-friendly, in bench/) + the load tool's default scenarios (not part of make test)
+	mkdir -p bench
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) -benchtime $(BENCHTIME) ./internal/informer/ ./internal/http/ ./internal/ws/ | tee bench/micro.txt
+	$(GO) build -trimpath -o bin/gateway ./cmd/gateway
+	$(GO) run ./cmd/kubegate-bench -gateway bin/gateway -json bench/load.json $(BENCHFLAGS)
