@@ -23,9 +23,9 @@ func benchPodJSON(ns, name string, rv uint64) []byte {
 	ctr := func(n string) map[string]any {
 		return map[string]any{
 			"name": n, "image": "registry.example.com/team/" + n + ":v1.2.3",
-			"ports":     []any{map[string]any{"containerPort": 8080, "protocol": "TCP", "name": "http"}},
-			"env":       env,
-			"resources": map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "128Mi"}, "limits": map[string]any{"memory": "256Mi"}},
+			"ports":          []any{map[string]any{"containerPort": 8080, "protocol": "TCP", "name": "http"}},
+			"env":            env,
+			"resources":      map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "128Mi"}, "limits": map[string]any{"memory": "256Mi"}},
 			"readinessProbe": map[string]any{"httpGet": map[string]any{"path": "/readyz", "port": 8080}, "periodSeconds": 10},
 			"volumeMounts":   []any{map[string]any{"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": true}},
 		}
