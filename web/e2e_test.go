@@ -545,8 +545,8 @@ func TestDashboardCRDAndStatus(t *testing.T) {
 }
 
 // 5,000 objects: the table is virtualized (a few dozen row elements) and
-// the page keeps drawing frames while the snapshot and a burst of changes
-// arrive.
+// no single task of the page (one WebSocket message, one draw) runs long
+// while the snapshot and a burst of changes arrive.
 func TestDashboardManyObjects(t *testing.T) {
 	if testing.Short() {
 		t.Skip("creates 5,000 objects")
@@ -597,13 +597,22 @@ func TestDashboardManyObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, ctx, 5*time.Second, "last row after scrolling", row(ns, fmt.Sprintf("cm-%05d", n-1))+" !== null")
-	gap, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`window.maxGap`))
+	type pageTimes struct {
+		Gap     float64 `json:"gap"`
+		Message float64 `json:"message"`
+		Draw    float64 `json:"draw"`
+	}
+	times, err := chromedp.Run(ctx, chromedp.Evaluate[pageTimes](`({gap: window.maxGap, message: kubegate.stats.maxMessageMs, draw: kubegate.stats.maxDrawMs})`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d objects, %d row elements, longest frame gap %.0fms", n, rows, gap)
-	// A frozen page skips frames for seconds; leave room for a loaded CI machine.
-	if gap > 1000 {
-		t.Errorf("longest gap between frames %.0fms; the page froze", gap)
+	t.Logf("%d objects, %d row elements; longest message %.0fms, longest draw %.0fms, longest gap between frames %.0fms",
+		n, rows, times.Message, times.Draw, times.Gap)
+	// The page's own tasks stay short, so it never freezes. Frame gaps are
+	// only logged: on a shared CI machine they measure the machine's load
+	// as much as the page.
+	const maxTask = 500.0
+	if times.Message > maxTask || times.Draw > maxTask {
+		t.Errorf("longest message %.0fms, longest draw %.0fms; want both under %.0fms", times.Message, times.Draw, maxTask)
 	}
 }

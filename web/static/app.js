@@ -102,7 +102,8 @@ let ws = null;
 let backoff = 500;
 let resetTimer = 0;
 let paused = false; // set by kubegate.disconnect(): stay offline until kubegate.connect()
-const stats = { resets: 0, reconnects: 0, frames: 0 };
+// stats are the page's counters; max*Ms are its longest single tasks.
+const stats = { resets: 0, reconnects: 0, frames: 0, maxMessageMs: 0, get maxDrawMs() { return table.maxDrawMs; } };
 
 function setConn(state, text = state) {
   const el = $("conn");
@@ -124,8 +125,10 @@ function connect() {
     for (const sub of subs.values()) sendSubscribe(sub);
   };
   sock.onmessage = (m) => {
+    const start = performance.now();
     const f = JSON.parse(m.data);
     for (const e of f.type === "batch" ? f.events : [f]) handleFrame(e);
+    stats.maxMessageMs = Math.max(stats.maxMessageMs, performance.now() - start);
   };
   sock.onclose = async (ev) => {
     if (ws !== sock) return;

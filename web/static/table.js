@@ -8,6 +8,7 @@ export class VirtualTable {
     this.order = null;      // sorted keys, rebuilt when membership changes
     this.changed = new Map(); // key -> time of last change, for the highlight
     this.frame = 0;
+    this.maxDrawMs = 0; // longest draw so far
     viewport.addEventListener("scroll", () => this.schedule());
     new ResizeObserver(() => this.schedule()).observe(viewport);
     rows.addEventListener("click", (e) => {
@@ -31,6 +32,11 @@ export class VirtualTable {
     if (!this.frame) this.frame = requestAnimationFrame(() => { this.frame = 0; this.draw(); });
   }
   draw() {
+    const start = performance.now();
+    this.drawRows();
+    this.maxDrawMs = Math.max(this.maxDrawMs, performance.now() - start);
+  }
+  drawRows() {
     if (!this.order) this.order = [...this.items.keys()].sort();
     const h = this.rowHeight;
     this.spacer.style.height = this.order.length * h + "px";
