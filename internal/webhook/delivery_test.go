@@ -418,3 +418,28 @@ func TestAddressGuard(t *testing.T) {
 		}
 	}
 }
+
+// At shutdown an event waiting for its retry is tried once more, and an
+// event still undelivered is counted.
+func TestShutdownDrains(t *testing.T) {
+	rcv := newReceiver(t, time.Now)
+	rcv.setRespond(func(n int, w http.ResponseWriter) {
+		if n == 1 || n == 3 {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	})
+	h := start(t, hookConfig(t, "a", rcv.srv.URL))
+	h.source("a", 0).push(note(informer.Added, "x", 1), note(informer.Added, "y", 2), note(informer.Added, "z", 3))
+	first := rcv.next()
+	eventually(t, "a retry timer", h.clock.HasWaiters)
+	h.stop()
+	if again := rcv.next(); again.header.Get(HeaderID) != first.header.Get(HeaderID) {
+		t.Fatal("drain did not retry the pending event first")
+	}
+	rcv.next() // y: fails, not retried again
+	rcv.next() // z
+	if h.metric("a", outcomeShutdown) != 1 || h.metric("a", outcomeDelivered) != 2 {
+		t.Fatalf("shutdown = %v, delivered = %v", h.metric("a", outcomeShutdown), h.metric("a", outcomeDelivered))
+	}
+	rcv.none()
+}

@@ -134,6 +134,7 @@ func (h *hook) drainPending(ctx context.Context, pending []event) {
 	for i := range pending {
 		if dctx.Err() == nil {
 			if r, _ := h.attempt(dctx, &pending[i]); r == resultDelivered {
+				h.m.deliveries.WithLabelValues(h.name(), outcomeDelivered).Inc()
 				delivered++
 				continue
 			}

@@ -187,6 +187,7 @@ type harness struct {
 	m     *Manager
 	clock *clocktesting.FakeClock
 	reg   *prometheus.Registry
+	stop  func() // cancels Start and waits for it
 
 	mu      sync.Mutex
 	sources map[string][]*fakeSource // by webhook name, guarded by mu
@@ -239,11 +240,15 @@ func start(t *testing.T, hooks ...config.Webhook) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Start: %v", err)
-		}
-	})
+	var once sync.Once
+	h.stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Start: %v", err)
+			}
+		})
+	}
+	t.Cleanup(h.stop)
 	return h
 }
