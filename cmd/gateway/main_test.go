@@ -124,6 +124,10 @@ func TestGatewaySeesClusterObjects(t *testing.T) {
 	if code, body, err := get(ctx, base+"/healthz"); err != nil || code != 200 || body != "ok\n" {
 		t.Fatalf("healthz = %d %q %v", code, body, err)
 	}
+	// The dashboard is embedded and served at /.
+	if code, body, err := get(ctx, base+"/"); err != nil || code != 200 || !strings.Contains(body, "<title>kubegate</title>") {
+		t.Fatalf("GET / = %d %v, want the dashboard: %.200s", code, err, body)
+	}
 
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "seen-by-gateway"}, Data: map[string]string{"k": "v"}}
 	if _, err := env.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
