@@ -110,6 +110,8 @@ func (m *Manager) Start(ctx context.Context) error {
 	err := m.Apply(ctx, m.opts.Webhooks)
 	if err == nil {
 		<-ctx.Done()
+	} else if ctx.Err() != nil {
+		err = nil // stopped while starting, not a failure
 	}
 	m.applyMu.Lock()
 	defer m.applyMu.Unlock()
