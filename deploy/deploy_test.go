@@ -151,6 +151,13 @@ func TestManifestsApply(t *testing.T) {
 	if _, err := env.Client.CoreV1().Pods(dep.Namespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 		t.Errorf("the Deployment's Pod is refused: %v", err)
 	}
+	// And the namespace does enforce it: the same Pod, allowed to
+	// escalate privileges, is refused.
+	loose := pod.DeepCopy()
+	loose.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation = new(true)
+	if _, err := env.Client.CoreV1().Pods(dep.Namespace).Create(ctx, loose, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err == nil {
+		t.Error("a Pod allowing privilege escalation was admitted; Pod Security is not enforced on the namespace")
+	}
 }
 
 // TestDeploymentShape pins what the issue asks of the Deployment, so an
