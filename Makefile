@@ -47,6 +47,13 @@ run: bins build ## Control plane + demo workload + gateway; prints the URLs; Ctr
 test: bins ## Run every test with the race detector (integration tests start real control planes)
 	$(GO) test -race -count=1 -timeout 30m $(TESTFLAGS) ./...
 
+# Time per fuzz target in `make fuzz`.
+FUZZTIME ?= 10s
+
+.PHONY: fuzz
+fuzz: ## Run every go test -fuzz target for FUZZTIME (default 10s) each
+	FUZZTIME=$(FUZZTIME) GO=$(GO) hack/fuzz.sh
+
 .PHONY: test-short
 test-short: ## Unit tests only (no control plane)
 	$(GO) test -race -short $(TESTFLAGS) ./...
