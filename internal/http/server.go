@@ -236,6 +236,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := s.opts.Manager.Ready(); err != nil {
 		ready = false
+		fmt.Fprintf(&b, "[-]informers: %v\n", err)
 	}
 	if !ready {
 		w.WriteHeader(http.StatusServiceUnavailable)

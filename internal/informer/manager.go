@@ -50,10 +50,16 @@ type Options struct {
 	// DiscoveryRefreshInterval is the minimum time between discovery
 	// refreshes triggered by unknown resource names. Default 5s.
 	DiscoveryRefreshInterval time.Duration
+	// StaleAfter is how long requests to the apiserver may keep failing
+	// (transport errors, 5xx, 429) before Ready reports the caches stale.
+	// Informers keep serving their last state meanwhile. Default 30s.
+	StaleAfter time.Duration
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
 	// Registerer receives the manager's metrics; nil registers nothing.
 	Registerer prometheus.Registerer
+
+	health *apiHealth // set by withDefaults
 
 	// Test hooks.
 	clock     clock.WithTicker
@@ -80,11 +86,20 @@ func (o Options) withDefaults() (Options, error) {
 	if o.DiscoveryRefreshInterval <= 0 {
 		o.DiscoveryRefreshInterval = 5 * time.Second
 	}
+	if o.StaleAfter <= 0 {
+		o.StaleAfter = 30 * time.Second
+	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
 	if o.clock == nil {
 		o.clock = clock.RealClock{}
+	}
+	o.health = &apiHealth{clock: o.clock}
+	if o.Config != nil {
+		cfg := rest.CopyConfig(o.Config)
+		cfg.Wrap(o.health.wrap)
+		o.Config = cfg
 	}
 	if o.dynamic == nil || o.discovery == nil || o.canList == nil {
 		if o.Config == nil {
@@ -354,8 +369,10 @@ func (m *Manager) Status() []ResourceStatus {
 	return out
 }
 
-// Ready returns nil once every started resource has synced, else an
-// error naming those that have not (and why, when known).
+// Ready returns nil once every started resource has synced and the
+// apiserver has not been failing for longer than Options.StaleAfter, else
+// an error naming the resources not synced (and why, when known) or the
+// outage.
 func (m *Manager) Ready() error {
 	var missing []string
 	for _, s := range m.Status() {
@@ -369,6 +386,9 @@ func (m *Manager) Ready() error {
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("not synced: %v", missing)
+	}
+	if d, err := m.opts.health.stale(); d > m.opts.StaleAfter {
+		return fmt.Errorf("stale: requests to the apiserver have failed for %s: %v", d.Truncate(time.Second), err)
 	}
 	return nil
 }

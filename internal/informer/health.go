@@ -1,0 +1,79 @@
+package informer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// apiHealth tracks whether requests to the apiserver succeed, so Ready can
+// report a cache that has gone stale: informers keep serving their last
+// state while they retry, and Synced never turns false again.
+//
+// Every request through the manager's clients passes its round tripper. A
+// response below 500 (other than 429) counts as reachable, even an error
+// status, since the apiserver answered. A transport error, 5xx or 429 starts
+// (or continues) an outage. Watches that stall without an error are caught
+// by the HTTP/2 health check (see docs/reliability.md), which fails the
+// stream and so the next request.
+type apiHealth struct {
+	clock clock.PassiveClock
+
+	// mu guards failingSince and lastErr.
+	mu           sync.Mutex
+	failingSince time.Time // zero while the last request succeeded
+	lastErr      error
+}
+
+func (h *apiHealth) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		switch {
+		case err != nil:
+			if req.Context().Err() == nil && !errors.Is(err, context.Canceled) {
+				h.failed(err)
+			}
+		case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
+			h.failed(fmt.Errorf("%s %s: HTTP %d", req.Method, req.URL.Path, resp.StatusCode))
+		default:
+			h.succeeded()
+		}
+		return resp, err
+	})
+}
+
+func (h *apiHealth) failed(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.failingSince.IsZero() {
+		h.failingSince = h.clock.Now()
+	}
+	h.lastErr = err
+}
+
+func (h *apiHealth) succeeded() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.failingSince = time.Time{}
+	h.lastErr = nil
+}
+
+// stale returns how long requests have been failing and the last error,
+// or 0 and nil while the apiserver answers.
+func (h *apiHealth) stale() (time.Duration, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.failingSince.IsZero() {
+		return 0, nil
+	}
+	return h.clock.Since(h.failingSince), h.lastErr
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
