@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -42,9 +43,27 @@ func (h *apiHealth) wrap(rt http.RoundTripper) http.RoundTripper {
 			h.failed(fmt.Errorf("%s %s: HTTP %d", req.Method, req.URL.Path, resp.StatusCode))
 		default:
 			h.succeeded()
+			resp.Body = &healthBody{ReadCloser: resp.Body, h: h, req: req}
 		}
 		return resp, err
 	})
+}
+
+// healthBody reports a stream (a watch) that breaks mid-body, for example
+// when the HTTP/2 health check gives up on a connection that stopped
+// answering, so the outage counts from then and not from the next request.
+type healthBody struct {
+	io.ReadCloser
+	h   *apiHealth
+	req *http.Request
+}
+
+func (b *healthBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && b.req.Context().Err() == nil && !errors.Is(err, context.Canceled) {
+		b.h.failed(fmt.Errorf("%s %s: %w", b.req.Method, b.req.URL.Path, err))
+	}
+	return n, err
 }
 
 func (h *apiHealth) failed(err error) {

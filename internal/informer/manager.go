@@ -483,8 +483,14 @@ func (r *Resource) AddListener(opts ListenerOptions) (*Listener, error) {
 }
 
 // List returns the cached objects matching f, unsorted, and the
-// resourceVersion they reflect. The objects are shared and read-only.
-func (r *Resource) List(f *Filter) ([]*Object, uint64) { return r.proc.list(f) }
+// resourceVersion they reflect. A nil f matches every object. The objects
+// are shared and read-only.
+func (r *Resource) List(f *Filter) ([]*Object, uint64) {
+	if f == nil {
+		f = &Filter{}
+	}
+	return r.proc.list(f)
+}
 
 // Get returns one cached object.
 func (r *Resource) Get(namespace, name string) (*Object, bool) { return r.proc.get(namespace, name) }
