@@ -13,6 +13,7 @@ import (
 	"kubegate/internal/auth"
 	httpapi "kubegate/internal/http"
 	"kubegate/internal/informer"
+	"kubegate/internal/ws"
 )
 
 // gateway is one in-process gateway: the informers and the HTTP server
@@ -70,24 +71,29 @@ func startGateway(t *testing.T, cfg *rest.Config, o gatewayOptions) *gateway {
 			t.Fatal(err)
 		}
 	}
+	wsServer, err := ws.New(ws.Options{Manager: mgr, Authorizer: authz, Logger: log.Named("ws"), Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv, err := httpapi.New(httpapi.Options{
 		Manager: mgr, Logger: log.Named("http"), Registry: reg, Listener: ln,
-		Authenticator: authn, Authorizer: authz,
+		Authenticator: authn, Authorizer: authz, WebSocket: wsServer,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 2)
+	done := make(chan error, 3)
 	go func() { done <- mgr.Start(ctx) }()
 	go func() { done <- srv.Start(ctx) }()
+	go func() { done <- wsServer.Start(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		for range 2 {
+		for range 3 {
 			if err := <-done; err != nil {
 				t.Errorf("gateway: %v", err)
 			}

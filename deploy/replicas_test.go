@@ -2,13 +2,17 @@ package deploy_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -98,6 +102,118 @@ func (m *mirror) sync(ctx context.Context, cs kubernetes.Interface, want map[str
 	return err
 }
 
+// client is a reader that can move from one replica to another.
+type client interface {
+	// sync connects to g, resuming where it left off, and follows until
+	// its copy equals want.
+	sync(ctx context.Context, g *gateway, want map[string]string) error
+	// restarts counts the times a replica told it to start over.
+	restarts() int
+	copy() map[string]string
+}
+
+// restClient is a mirror over the REST list and watch.
+type restClient struct{ m mirror }
+
+func (c *restClient) sync(ctx context.Context, g *gateway, want map[string]string) error {
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: g.url, ContentConfig: rest.ContentConfig{ContentType: "application/json"}})
+	if err != nil {
+		return err
+	}
+	if c.m.objects == nil {
+		if err := c.m.list(ctx, cs); err != nil {
+			return err
+		}
+	}
+	return c.m.sync(ctx, cs, want)
+}
+func (c *restClient) restarts() int           { return c.m.relists }
+func (c *restClient) copy() map[string]string { return c.m.objects }
+
+// wsClient is a mirror over one /ws subscription, resumed on a new socket
+// with the rv of the last frame processed.
+type wsClient struct {
+	ns      string
+	objects map[string]string
+	lastRV  string
+	resets  int
+}
+
+type wsFrame struct {
+	Type   string          `json:"type"`
+	ID     string          `json:"id"`
+	RV     string          `json:"rv"`
+	Reason string          `json:"reason"`
+	Status json.RawMessage `json:"status"`
+	Object struct {
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+	} `json:"object"`
+	Events []wsFrame `json:"events"`
+}
+
+func (c *wsClient) sync(ctx context.Context, g *gateway, want map[string]string) error {
+	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(g.url, "http")+"/ws", &websocket.DialOptions{Subprotocols: []string{"kubegate.v1"}})
+	if err != nil {
+		return err
+	}
+	defer conn.CloseNow()
+	conn.SetReadLimit(16 << 20)
+	sub := map[string]any{"type": "subscribe", "id": "cms", "resource": "configmaps", "namespace": c.ns}
+	// Without a resume point the subscription starts with a snapshot.
+	inSnapshot := c.lastRV == ""
+	if inSnapshot {
+		c.objects = map[string]string{}
+	} else {
+		sub["resourceVersion"] = c.lastRV
+	}
+	if err := wsjson.Write(ctx, conn, sub); err != nil {
+		return err
+	}
+	var handle func(f wsFrame) error
+	handle = func(f wsFrame) error {
+		switch f.Type {
+		case "batch":
+			for _, e := range f.Events {
+				if err := handle(e); err != nil {
+					return err
+				}
+			}
+		case "error":
+			return fmt.Errorf("error frame: %s", f.Status)
+		case "RESET":
+			c.resets++
+			c.objects = map[string]string{}
+			inSnapshot = true
+		case "ADDED", "MODIFIED":
+			c.objects[f.Object.Metadata.Name] = f.RV
+			c.lastRV = f.RV
+		case "DELETED":
+			delete(c.objects, f.Object.Metadata.Name)
+			c.lastRV = f.RV
+		case "END_OF_SNAPSHOT":
+			inSnapshot = false
+			c.lastRV = f.RV
+		}
+		return nil
+	}
+	for {
+		var f wsFrame
+		if err := wsjson.Read(ctx, conn, &f); err != nil {
+			return fmt.Errorf("not converged (diff -got +want):\n%s: %w", cmp.Diff(c.objects, want), err)
+		}
+		if err := handle(f); err != nil {
+			return err
+		}
+		if !inSnapshot && maps.Equal(c.objects, want) {
+			return conn.Close(websocket.StatusNormalClosure, "")
+		}
+	}
+}
+func (c *wsClient) restarts() int           { return c.resets }
+func (c *wsClient) copy() map[string]string { return c.objects }
+
 func truth(t *testing.T, env *testenv.Env, ns string) map[string]string {
 	t.Helper()
 	l, err := env.Client.CoreV1().ConfigMaps(ns).List(t.Context(), metav1.ListOptions{})
@@ -111,15 +227,6 @@ func truth(t *testing.T, env *testenv.Env, ns string) map[string]string {
 	return out
 }
 
-func gatewayClient(t *testing.T, g *gateway) kubernetes.Interface {
-	t.Helper()
-	cs, err := kubernetes.NewForConfig(&rest.Config{Host: g.url, ContentConfig: rest.ContentConfig{ContentType: "application/json"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs
-}
-
 // TestReplicasResume: a client follows replica A, goes away while objects
 // are deleted, changed and created, and comes back to replica B with its
 // last resourceVersion. If B's history reaches back that far it resumes;
@@ -130,11 +237,14 @@ func TestReplicasResume(t *testing.T) {
 	env := testenv.Get(t)
 	for _, tc := range []struct {
 		name        string
+		client      func(ns string) client
 		bStartsLate bool // B starts after the client left A
 		wantRelists int
 	}{
-		{name: "resume", wantRelists: 0},
-		{name: "fresh replica answers 410", bStartsLate: true, wantRelists: 1},
+		{name: "rest/resume", client: func(ns string) client { return &restClient{m: mirror{ns: ns}} }},
+		{name: "rest/fresh replica answers 410", client: func(ns string) client { return &restClient{m: mirror{ns: ns}} }, bStartsLate: true, wantRelists: 1},
+		{name: "ws/resume", client: func(ns string) client { return &wsClient{ns: ns} }},
+		{name: "ws/fresh replica answers RESET", client: func(ns string) client { return &wsClient{ns: ns} }, bStartsLate: true, wantRelists: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := env.Namespace(t)
@@ -156,13 +266,9 @@ func TestReplicasResume(t *testing.T) {
 				}
 			}
 
-			m := &mirror{ns: ns}
-			ca := gatewayClient(t, a)
+			c := tc.client(ns)
 			waitReady(t, a)
-			if err := m.list(ctx, ca); err != nil {
-				t.Fatal(err)
-			}
-			if err := m.sync(ctx, ca, truth(t, env, ns)); err != nil {
+			if err := c.sync(ctx, a, truth(t, env, ns)); err != nil {
 				t.Fatalf("replica A: %v", err)
 			}
 
@@ -184,14 +290,14 @@ func TestReplicasResume(t *testing.T) {
 				b = startGateway(t, env.Config, opts)
 			}
 			waitReady(t, b)
-			if err := m.sync(ctx, gatewayClient(t, b), want); err != nil {
-				t.Fatalf("replica B from resourceVersion %s: %v", m.lastRV, err)
+			if err := c.sync(ctx, b, want); err != nil {
+				t.Fatalf("replica B: %v", err)
 			}
-			if m.relists != tc.wantRelists {
-				t.Errorf("relists = %d, want %d", m.relists, tc.wantRelists)
+			if c.restarts() != tc.wantRelists {
+				t.Errorf("restarts (410 or RESET) = %d, want %d", c.restarts(), tc.wantRelists)
 			}
 			for _, n := range []string{"c1", "c2"} {
-				if _, ok := m.objects[n]; ok {
+				if _, ok := c.copy()[n]; ok {
 					t.Errorf("deleted %s is still in the client's copy", n)
 				}
 			}
