@@ -1,0 +1,339 @@
+package abuse
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"kubegate/internal/auth"
+	"kubegate/internal/config"
+	"kubegate/internal/controlplane"
+	httpapi "kubegate/internal/http"
+	"kubegate/internal/informer"
+	"kubegate/internal/testenv"
+	"kubegate/internal/ws"
+)
+
+// Users of the test apiserver (static tokens). The gateway knows them only
+// through TokenReview, and what they may read only through
+// SubjectAccessReview, as in production.
+const (
+	abuser   = "mallory" // the misbehaving client identity
+	bystand  = "alice"   // a well-behaved client on the same gateway
+	newcomer = "bob"     // a second identity connecting during an abuse
+	readers  = "kubegate-abuse-readers"
+)
+
+func TestMain(m *testing.M) {
+	testenv.Main(m, testenv.Options{Users: []controlplane.User{
+		{Name: abuser, Groups: []string{readers}},
+		{Name: bystand, Groups: []string{readers}},
+		{Name: newcomer, Groups: []string{readers}},
+	}})
+}
+
+var rbacOnce sync.Once
+
+// grantReaders lets the test users read ConfigMaps everywhere, through a
+// ClusterRole bound to their group.
+func grantReaders(t *testing.T) {
+	t.Helper()
+	rbacOnce.Do(func() {
+		ctx := context.Background()
+		rbac := testenv.Get(t).Client.RbacV1()
+		_, err := rbac.ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: readers},
+			Rules: []rbacv1.PolicyRule{{
+				APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"},
+			}},
+		}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		_, err = rbac.ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: readers},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: readers},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: readers}},
+		}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	})
+}
+
+func token(t testing.TB, user string) string {
+	t.Helper()
+	tok := testenv.Get(t).CP.UserConfig(user).BearerToken
+	if tok == "" {
+		t.Fatalf("no token for %s", user)
+	}
+	return tok
+}
+
+// gateway is the serving stack as cmd/gateway wires it with the default
+// configuration (config.Default): TokenReview, SubjectAccessReview,
+// per-user rate limits, the HTTP server and the WebSocket server, against
+// the test apiserver. Only the WebSocket options a test names differ.
+type gateway struct {
+	addr   string // host:port
+	reg    *prometheus.Registry
+	ws     *ws.Server
+	tokens map[string]string // by user
+}
+
+func startGateway(t *testing.T, mod func(*ws.Options)) *gateway {
+	t.Helper()
+	grantReaders(t)
+	env := testenv.Get(t)
+	// Warnings and errors only: a debug line per refused socket would cost
+	// more than the abuse itself under -race.
+	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	cfg := config.Default()
+	reg := prometheus.NewRegistry()
+
+	mgr, err := informer.New(informer.Options{Config: env.Config, Logger: log.Named("informer"), Registerer: reg,
+		HistoryEvents: cfg.Cache.HistoryEvents, MinResync: time.Duration(cfg.Cache.MinResync)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := auth.NewMetrics(reg)
+	a := cfg.Auth
+	tr, err := auth.NewTokenReview(auth.TokenReviewOptions{Client: env.Client, Metrics: m, Logger: log,
+		SuccessTTL: time.Duration(a.TokenSuccessTTL), FailureTTL: time.Duration(a.TokenFailureTTL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bearer, err := auth.NewBearer(auth.BearerOptions{Tokens: tr, Metrics: m, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	authz, err := auth.NewSubjectAccessReview(auth.SubjectAccessReviewOptions{
+		Client: env.Client, Namespaces: auth.InformerNamespaces(mgr), Metrics: m, Logger: log,
+		AllowTTL: time.Duration(a.AllowTTL), DenyTTL: time.Duration(a.DenyTTL), ScanTTL: time.Duration(a.NamespaceScanTTL),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limiter := auth.NewRateLimiter(auth.RateLimitOptions{QPS: a.UserQPS, Burst: a.UserBurst, MaxInflight: a.UserMaxInflight}, m)
+	wo := ws.Options{Manager: mgr, Authorizer: authz, RecheckInterval: time.Duration(a.RecheckInterval),
+		Logger: log.Named("ws"), Registerer: reg}
+	if mod != nil {
+		mod(&wo)
+	}
+	wsServer, err := ws.New(wo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := httpapi.New(httpapi.Options{
+		Manager: mgr, Listener: ln, Logger: log.Named("http"), Registry: reg,
+		Authenticator: bearer, Authorizer: authz, RateLimiter: limiter,
+		RecheckInterval: time.Duration(a.RecheckInterval), WebSocket: wsServer,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 3)
+	go func() { done <- mgr.Start(ctx) }()
+	go func() { done <- wsServer.Start(ctx) }()
+	go func() { done <- srv.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		for range 3 {
+			if err := <-done; err != nil {
+				t.Errorf("stop: %v", err)
+			}
+		}
+	})
+	tokens := map[string]string{}
+	for _, u := range []string{abuser, bystand, newcomer} {
+		tokens[u] = token(t, u)
+	}
+	return &gateway{addr: ln.Addr().String(), reg: reg, ws: wsServer, tokens: tokens}
+}
+
+// metric sums the samples of a counter or gauge whose labels include the
+// given name=value pairs.
+func (g *gateway) metric(t testing.TB, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := g.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	samples:
+		for _, m := range mf.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				if !hasLabel(m, labels[i], labels[i+1]) {
+					continue samples
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				sum += m.Counter.GetValue()
+			case m.Gauge != nil:
+				sum += m.Gauge.GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+func hasLabel(m *dto.Metric, name, value string) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name && l.GetValue() == value {
+			return true
+		}
+	}
+	return false
+}
+
+// dial opens a WebSocket as user. A refused handshake returns the
+// response (its body holds the metav1.Status).
+func (g *gateway) dial(ctx context.Context, user string) (*websocket.Conn, *http.Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, resp, err := websocket.Dial(ctx, "ws://"+g.addr+"/ws", &websocket.DialOptions{
+		Subprotocols: []string{ws.Subprotocol},
+		HTTPHeader:   http.Header{"Authorization": {"Bearer " + g.tokens[user]}},
+	})
+	if err != nil {
+		return nil, resp, err
+	}
+	c.SetReadLimit(-1)
+	return c, resp, nil
+}
+
+// frame is any server frame, decoded loosely for assertions.
+type frame struct {
+	Type    string            `json:"type"`
+	ID      string            `json:"id"`
+	RV      string            `json:"rv"`
+	Request string            `json:"request"`
+	Status  *metav1.Status    `json:"status"`
+	Object  *corev1.ConfigMap `json:"object"`
+	Events  []frame           `json:"events"`
+}
+
+func (f frame) String() string {
+	switch {
+	case f.Status != nil:
+		return fmt.Sprintf("%s %s %d %s", f.Type, f.ID, f.Status.Code, f.Status.Message)
+	case f.Object != nil:
+		return fmt.Sprintf("%s %s %s@%s", f.Type, f.ID, f.Object.Name, f.RV)
+	}
+	return fmt.Sprintf("%s %s %s", f.Type, f.ID, f.Request)
+}
+
+// client reads frames one at a time, unpacking batches.
+type client struct {
+	c       *websocket.Conn
+	pending []frame
+}
+
+func (c *client) send(ctx context.Context, v any) error {
+	b, ok := v.([]byte)
+	if !ok {
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return c.c.Write(ctx, websocket.MessageText, b)
+}
+
+// next returns the next frame; the timeout is a failure bound.
+func (c *client) next(ctx context.Context) (frame, error) {
+	for len(c.pending) == 0 {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		typ, data, err := c.c.Read(ctx)
+		cancel()
+		if err != nil {
+			return frame{}, err
+		}
+		if typ != websocket.MessageText {
+			return frame{}, errors.New("binary message from the server")
+		}
+		var f frame
+		if err := json.Unmarshal(data, &f); err != nil {
+			return frame{}, fmt.Errorf("server sent invalid JSON %.200q: %w", data, err)
+		}
+		if f.Type == "batch" {
+			c.pending = append(c.pending, f.Events...)
+		} else {
+			c.pending = append(c.pending, f)
+		}
+	}
+	f := c.pending[0]
+	c.pending = c.pending[1:]
+	return f, nil
+}
+
+func (c *client) expect(t *testing.T, typ, id string) frame {
+	t.Helper()
+	f, err := c.next(context.Background())
+	if err != nil {
+		t.Fatalf("waiting for %s %s: %v", typ, id, err)
+	}
+	if f.Type != typ || f.ID != id {
+		t.Fatalf("got %v, want %s for %q", f, typ, id)
+	}
+	return f
+}
+
+func subscribe(id, namespace string) map[string]any {
+	return map[string]any{"type": "subscribe", "id": id, "resource": "configmaps", "namespace": namespace}
+}
+
+// eventually polls cond until it holds; 60s is a failure bound.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 60*time.Second, true,
+		func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+func createCM(t *testing.T, ns, name string, data map[string]string) *corev1.ConfigMap {
+	t.Helper()
+	cm, err := testenv.Get(t).Client.CoreV1().ConfigMaps(ns).Create(context.Background(),
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: data}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cm
+}
+
+func isStatus(st *metav1.Status, code int32, reason metav1.StatusReason, msg string) bool {
+	return st != nil && st.Kind == "Status" && st.Status == metav1.StatusFailure &&
+		st.Code == code && st.Reason == reason && strings.Contains(st.Message, msg)
+}
