@@ -559,6 +559,27 @@ func (cp *ControlPlane) URL() string {
 	return fmt.Sprintf("https://127.0.0.1:%d", cp.ports.APIServer)
 }
 
+// APIServerPID is kube-apiserver's process id, or 0 while it is stopped.
+// Benchmarks read its CPU time and memory from /proc/<pid>.
+func (cp *ControlPlane) APIServerPID() int {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if cp.apiServer == nil {
+		return 0
+	}
+	return cp.apiServer.pid
+}
+
+// EtcdPID is etcd's process id, or 0 while it is stopped.
+func (cp *ControlPlane) EtcdPID() int {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if cp.etcd == nil {
+		return 0
+	}
+	return cp.etcd.pid
+}
+
 // DataDir is the directory holding etcd's data, certificates and logs.
 func (cp *ControlPlane) DataDir() string { return cp.dataDir }
 

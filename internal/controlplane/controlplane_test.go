@@ -2,6 +2,7 @@ package controlplane_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -84,10 +85,22 @@ func TestControlPlane(t *testing.T) {
 		}
 	}
 
+	t.Run("pids", func(t *testing.T) {
+		for name, pid := range map[string]int{"kube-apiserver": cp.APIServerPID(), "etcd": cp.EtcdPID()} {
+			comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+			if err != nil || !strings.HasPrefix(name, strings.TrimSpace(string(comm))) {
+				t.Errorf("%s pid %d: /proc comm %q, %v", name, pid, comm, err)
+			}
+		}
+	})
+
 	t.Run("restart apiserver", func(t *testing.T) {
 		url := cp.URL()
 		if err := cp.StopAPIServer(); err != nil {
 			t.Fatal(err)
+		}
+		if pid := cp.APIServerPID(); pid != 0 {
+			t.Errorf("APIServerPID = %d while stopped, want 0", pid)
 		}
 		if err := cp.Ready(ctx); err == nil {
 			t.Fatal("Ready succeeded with kube-apiserver stopped")
