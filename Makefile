@@ -86,15 +86,20 @@ manifests-check: bins ## Render deploy/ and apply it to a test apiserver (server
 clean: ## Remove build output (not the cached control-plane binaries)
 	rm -rf bin
 
-# Micro-benchmark repetitions and time per benchmark for `make bench`.
+# Micro-benchmark repetitions and time per benchmark for `make bench-micro`.
 BENCHCOUNT ?= 6
 BENCHTIME  ?= 300ms
 # Flags for the load tool in `make bench`, e.g. BENCHFLAGS="-scenarios=broad -subscribers=1000".
 BENCHFLAGS ?=
+# Where `make bench` and `make bench-micro` write their results (gitignored).
+BENCHDIR ?= .local/bench
 
 .PHONY: bench
-bench: bins ## Micro-benchmarks (benchstat-friendly, in bench/) + the load tool's default scenarios (not part of make test)
-	mkdir -p bench
-	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) -benchtime $(BENCHTIME) ./internal/informer/ ./internal/http/ ./internal/ws/ | tee bench/micro.txt
-	$(GO) build -trimpath -o bin/gateway ./cmd/gateway
-	$(GO) run ./cmd/kubegate-bench -gateway bin/gateway -json bench/load.json $(BENCHFLAGS)
+bench: bins build ## Load tool, default scenarios: gateway vs kube-apiserver, table + $(BENCHDIR)/load.json (not part of make test)
+	mkdir -p $(BENCHDIR)
+	$(GO) run ./cmd/kubegate-bench -gateway bin/gateway -json $(BENCHDIR)/load.json $(BENCHFLAGS) | tee $(BENCHDIR)/load.txt
+
+.PHONY: bench-micro
+bench-micro: ## Go micro-benchmarks, BENCHCOUNT runs each, into $(BENCHDIR)/micro.txt (compare with benchstat)
+	mkdir -p $(BENCHDIR)
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) -benchtime $(BENCHTIME) ./internal/informer/ ./internal/http/ ./internal/ws/ | tee $(BENCHDIR)/micro.txt

@@ -1,0 +1,186 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// GatewayOptions configures StartGateway.
+type GatewayOptions struct {
+	// Binary is the gateway executable. Required.
+	Binary string
+	// Kubeconfig is the file the gateway reads to reach kube-apiserver.
+	// Required.
+	Kubeconfig string
+	// Resources are cached at start and gate readiness. Default pods and
+	// configmaps.
+	Resources []string
+	// Dir holds the config file and the gateway's log. Required.
+	Dir string
+	// ReadyTimeout bounds the wait for /readyz. Default 5m (a cold start of
+	// 100k Pods takes a while on two cores).
+	ReadyTimeout time.Duration
+}
+
+// Gateway is a running gateway subprocess.
+//
+// One goroutine waits for the process and closes done; Stop returns after
+// it has.
+type Gateway struct {
+	URL     string // http://127.0.0.1:<port>
+	PID     int
+	Started time.Time
+	// Ready is when /readyz first answered 200.
+	Ready time.Time
+
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+	waitErr error // written before done is closed
+}
+
+// gatewayConfig lifts every per-client limit: the benchmark opens
+// thousands of sockets from one address as one anonymous user, which the
+// defaults (100 sockets per client, 50 requests/s per user) would refuse.
+// Authentication is off (loopback only) and authorization always allows;
+// kube-apiserver's arm uses a system:masters token, which its RBAC also
+// allows without a review, so neither side pays for authorization.
+const gatewayConfig = `kubeconfig: %q
+listen: %q
+log: {level: warn, format: json}
+cache:
+  resources: [%s]
+websocket:
+  maxSockets: 1000000
+  maxSocketsPerClient: 1000000
+  maxSubscriptionsPerSocket: 10000
+  subscribeRate: 1000000
+  subscribeBurst: 1000000
+auth:
+  authn: none
+  authz: always-allow
+  userQPS: 0
+  userMaxInflight: 0
+`
+
+// StartGateway starts the gateway binary and waits until /readyz answers.
+func StartGateway(ctx context.Context, o GatewayOptions) (*Gateway, error) {
+	if o.Binary == "" || o.Kubeconfig == "" || o.Dir == "" {
+		return nil, errors.New("start gateway: Binary, Kubeconfig and Dir are required")
+	}
+	if len(o.Resources) == 0 {
+		o.Resources = []string{"pods", "configmaps"}
+	}
+	if o.ReadyTimeout <= 0 {
+		o.ReadyTimeout = 5 * time.Minute
+	}
+	bin, err := filepath.Abs(o.Binary)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("gateway binary: %w (build it with `make build`)", err)
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	cfgPath := filepath.Join(o.Dir, "gateway-"+strings.ReplaceAll(addr, ":", "-")+".yaml")
+	cfg := fmt.Sprintf(gatewayConfig, o.Kubeconfig, addr, strings.Join(o.Resources, ", "))
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		return nil, err
+	}
+	logPath := strings.TrimSuffix(cfgPath, ".yaml") + ".log"
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "--config", cfgPath)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Its own process group (a terminal's Ctrl-C reaches only us, and we
+	// stop it in order), and killed if we die.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	g := &Gateway{URL: "http://" + addr, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	g.Started = time.Now()
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("start gateway: %w", err)
+	}
+	g.PID = cmd.Process.Pid
+	go func() {
+		g.waitErr = cmd.Wait()
+		logFile.Close()
+		close(g.done)
+	}()
+
+	rctx, cancel := context.WithTimeout(ctx, o.ReadyTimeout)
+	defer cancel()
+	client := &http.Client{Timeout: 5 * time.Second}
+	err = wait.PollUntilContextCancel(rctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-g.done:
+			return false, fmt.Errorf("gateway exited: %v; log:\n%s", g.waitErr, g.tail())
+		default:
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.URL+"/readyz", nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		g.Stop()
+		return nil, fmt.Errorf("gateway not ready: %w", err)
+	}
+	g.Ready = time.Now()
+	return g, nil
+}
+
+// Stop sends SIGTERM, then SIGKILL after 20s, and waits for the process.
+func (g *Gateway) Stop() error {
+	select {
+	case <-g.done:
+		return nil
+	default:
+	}
+	_ = g.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-g.done:
+		return nil
+	case <-time.After(20 * time.Second):
+	}
+	_ = g.cmd.Process.Kill()
+	<-g.done
+	return errors.New("gateway did not stop within 20s of SIGTERM")
+}
+
+func (g *Gateway) tail() string {
+	b, _ := os.ReadFile(g.logPath)
+	if len(b) > 4096 {
+		b = b[len(b)-4096:]
+	}
+	return string(bytes.TrimSpace(b))
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
