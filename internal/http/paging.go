@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -19,7 +20,7 @@ import (
 
 // A continue token names a stored snapshot and an offset into it:
 //
-//	base64url( id[16] | offset[8] | hmac-sha256(key, id|offset)[16] )
+//	base64url( version[1] | issuer[8] | id[16] | offset[8] | hmac-sha256(key, all before)[16] )
 //
 // The snapshot (the sorted object pointers of the first request) stays in
 // memory for pageTTL, so every page of one sequence comes from the same
@@ -27,10 +28,26 @@ import (
 // makes tokens unforgeable; the snapshot records the request it answered
 // (resource, namespace, selectors, user), so a token replayed against
 // another request is refused.
+//
+// issuer is drawn at startup like the key. It tells a token this pager
+// issued (checked fully: a bad MAC is 400) from a well-formed token of
+// another replica or of an earlier run, whose snapshot cannot be here:
+// that one answers 410 Expired like a token whose snapshot timed out, so
+// client-go's pager falls back to a full list by itself. A forger who
+// invents an issuer gains nothing by it: a 410 only tells a client to
+// list again.
 const (
-	tokenIDLen  = 16
-	tokenMACLen = 16
-	tokenLen    = tokenIDLen + 8 + tokenMACLen
+	tokenVersion   = 1
+	tokenIssuerLen = 8
+	tokenIDLen     = 16
+	tokenMACLen    = 16
+	tokenLen       = 1 + tokenIssuerLen + tokenIDLen + 8 + tokenMACLen
+	// legacyTokenLen is the length of the unversioned tokens of earlier
+	// gateway versions (id, offset, MAC): well-formed, never valid here.
+	legacyTokenLen = tokenIDLen + 8 + tokenMACLen
+	tokenIDOff     = 1 + tokenIssuerLen
+	tokenOffsetOff = tokenIDOff + tokenIDLen
+	tokenMACOff    = tokenOffsetOff + 8
 )
 
 // pageSnapshot is one list result kept for its continue tokens. It is
@@ -47,10 +64,11 @@ type pageSnapshot struct {
 // It has no goroutine: expired snapshots are dropped when snapshots are
 // added.
 type pager struct {
-	key   []byte
-	ttl   time.Duration
-	max   int
-	clock clock.PassiveClock
+	key    []byte
+	issuer [tokenIssuerLen]byte
+	ttl    time.Duration
+	max    int
+	clock  clock.PassiveClock
 
 	// mu guards snaps and order.
 	mu    sync.Mutex
@@ -59,9 +77,10 @@ type pager struct {
 }
 
 func newPager(ttl time.Duration, max int, clk clock.PassiveClock) *pager {
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	return &pager{key: key, ttl: ttl, max: max, clock: clk, snaps: map[[tokenIDLen]byte]*pageSnapshot{}}
+	p := &pager{key: make([]byte, 32), ttl: ttl, max: max, clock: clk, snaps: map[[tokenIDLen]byte]*pageSnapshot{}}
+	_, _ = rand.Read(p.key)
+	_, _ = rand.Read(p.issuer[:])
+	return p
 }
 
 // store keeps objs and returns the token for the page starting at offset.
@@ -87,9 +106,11 @@ func (p *pager) store(scope string, objs []*informer.Object, rv uint64, offset i
 
 func (p *pager) token(id [tokenIDLen]byte, offset int) string {
 	b := make([]byte, tokenLen)
-	copy(b, id[:])
-	binary.BigEndian.PutUint64(b[tokenIDLen:], uint64(offset))
-	copy(b[tokenIDLen+8:], p.mac(b[:tokenIDLen+8]))
+	b[0] = tokenVersion
+	copy(b[1:], p.issuer[:])
+	copy(b[tokenIDOff:], id[:])
+	binary.BigEndian.PutUint64(b[tokenOffsetOff:], uint64(offset))
+	copy(b[tokenMACOff:], p.mac(b[:tokenMACOff]))
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
@@ -99,24 +120,34 @@ func (p *pager) mac(b []byte) []byte {
 	return m.Sum(nil)[:tokenMACLen]
 }
 
-// next returns the snapshot and offset a token names. A token that was
-// not issued here is 400; a token whose snapshot is gone is 410 Expired;
-// a token from another request (resource, namespace, selector or user) is
-// 400.
+// next returns the snapshot and offset a token names:
+//   - a token that is not one (bad encoding, length or version), or that
+//     this pager issued but that was altered, is 400;
+//   - a well-formed token of another replica or of an earlier run is 410
+//     Expired, as is one whose snapshot is gone;
+//   - a token from another request (resource, namespace, selector or
+//     user) is 400.
 func (p *pager) next(token, scope string) (*pageSnapshot, [tokenIDLen]byte, int, *metav1.Status) {
 	var id [tokenIDLen]byte
 	b, err := base64.RawURLEncoding.DecodeString(token)
-	if err != nil || len(b) != tokenLen || !hmac.Equal(p.mac(b[:tokenIDLen+8]), b[tokenIDLen+8:]) {
-		return nil, id, 0, badRequest("invalid continue token: it was not issued by this gateway (tokens do not survive a restart); list again without continue")
+	switch {
+	case err == nil && len(b) == legacyTokenLen:
+		return nil, id, 0, foreignToken()
+	case err != nil || len(b) != tokenLen || b[0] != tokenVersion:
+		return nil, id, 0, badRequest("invalid continue token: malformed; pass the metadata.continue of the previous page unchanged, or list again without continue")
+	case !bytes.Equal(b[1:tokenIDOff], p.issuer[:]):
+		return nil, id, 0, foreignToken()
+	case !hmac.Equal(p.mac(b[:tokenMACOff]), b[tokenMACOff:]):
+		return nil, id, 0, badRequest("invalid continue token: it was altered; pass the metadata.continue of the previous page unchanged, or list again without continue")
 	}
-	copy(id[:], b)
-	off := binary.BigEndian.Uint64(b[tokenIDLen:])
+	copy(id[:], b[tokenIDOff:])
+	off := binary.BigEndian.Uint64(b[tokenOffsetOff:])
 	p.mu.Lock()
 	s := p.snaps[id]
 	p.mu.Unlock()
 	if s == nil || !p.clock.Now().Before(s.expires) {
 		return nil, id, 0, apistatus.New(http.StatusGone, metav1.StatusReasonExpired,
-			"the continue token has expired: list snapshots are kept for "+p.ttl.String()+"; list again without continue")
+			"the continue token has expired: list snapshots are kept for "+p.ttl.String()+"; start the list again without continue")
 	}
 	if s.scope != scope {
 		return nil, id, 0, badRequest("invalid continue token: it was issued for a different request (resource, namespace, selectors and user must stay the same)")
@@ -127,10 +158,18 @@ func (p *pager) next(token, scope string) (*pageSnapshot, [tokenIDLen]byte, int,
 	return s, id, int(off), nil
 }
 
+// foreignToken is the answer to a well-formed token this pager did not
+// issue.
+func foreignToken() *metav1.Status {
+	return apistatus.New(http.StatusGone, metav1.StatusReasonExpired,
+		"the continue token has expired: it was issued by another gateway replica or before a restart, "+
+			"and list snapshots live only in the memory of the replica that made them; start the list again without continue")
+}
+
 // mustID returns the snapshot id of a token next has accepted.
 func (p *pager) mustID(token string) [tokenIDLen]byte {
 	var id [tokenIDLen]byte
 	b, _ := base64.RawURLEncoding.DecodeString(token)
-	copy(id[:], b)
+	copy(id[:], b[tokenIDOff:])
 	return id
 }

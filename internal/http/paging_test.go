@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,24 +39,46 @@ func TestPagerTokens(t *testing.T) {
 	}
 
 	raw, _ := base64.RawURLEncoding.DecodeString(tok)
-	raw[tokenIDLen+7]++ // change the offset without the key
-	forged := base64.RawURLEncoding.EncodeToString(raw)
+	alter := func(i int) string {
+		b := append([]byte(nil), raw...)
+		b[i]++
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	// Not a token, or one of ours altered: 400.
 	for name, c := range map[string]string{
-		"forged offset": forged,
+		"forged offset": alter(tokenOffsetOff + 7),
+		"forged id":     alter(tokenIDOff),
+		"forged MAC":    alter(tokenMACOff),
+		"bad version":   alter(0),
 		"garbage":       "not-a-token",
 		"empty-ish":     "AA",
 		"truncated":     tok[:len(tok)-2],
+		"padded":        tok + "==",
 	} {
-		if _, _, _, st := p.next(c, "scope-a"); st == nil || st.Code != http.StatusBadRequest {
+		if _, _, _, st := p.next(c, "scope-a"); st == nil || st.Code != http.StatusBadRequest || st.Reason != metav1.StatusReasonBadRequest {
 			t.Errorf("%s: got %v, want 400", name, st)
 		}
 	}
 	if _, _, _, st := p.next(tok, "scope-b"); st == nil || st.Code != http.StatusBadRequest {
 		t.Errorf("other scope: got %v, want 400", st)
 	}
+	// Well-formed but not ours (another replica, an earlier run, an
+	// earlier token format): 410, which client-go's pager answers with a
+	// full list.
 	other := newPager(time.Minute, 2, clk)
-	if _, _, _, st := other.next(tok, "scope-a"); st == nil || st.Code != http.StatusBadRequest {
-		t.Errorf("token from another gateway: got %v, want 400", st)
+	for name, c := range map[string]string{
+		"another gateway": tok,
+		"another issuer":  alter(1),
+		"legacy format":   base64.RawURLEncoding.EncodeToString(raw[tokenIDOff:]),
+	} {
+		_, _, _, st := other.next(c, "scope-a")
+		if st == nil || st.Code != http.StatusGone || st.Reason != metav1.StatusReasonExpired ||
+			!strings.Contains(st.Message, "another gateway replica") || !strings.Contains(st.Message, "without continue") {
+			t.Errorf("%s: got %v, want 410 Expired naming replicas", name, st)
+		}
+	}
+	if _, _, _, st := p.next(tok, "scope-a"); st != nil {
+		t.Errorf("the issuer still accepts its token: %v", st)
 	}
 
 	clk.Step(time.Minute)
@@ -166,6 +189,9 @@ func FuzzContinueToken(f *testing.F) {
 		_, _, _, st := p.next(tok, "s")
 		if st == nil && tok != good {
 			t.Fatalf("token %q accepted", tok)
+		}
+		if st != nil && st.Code != http.StatusBadRequest && st.Code != http.StatusGone {
+			t.Fatalf("token %q: code %d, want 400 or 410", tok, st.Code)
 		}
 	})
 }

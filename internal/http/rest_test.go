@@ -18,10 +18,14 @@ import (
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	listpager "k8s.io/client-go/tools/pager"
 
 	"kubegate/internal/auth"
 	"kubegate/internal/informer"
@@ -257,7 +261,7 @@ func TestRESTListAndGet(t *testing.T) {
 		for name, u := range map[string]string{
 			"other resource": gw + "/api/v1/namespaces/" + ns + "/secrets?limit=2&continue=" + url.QueryEscape(p1.Metadata.Continue),
 			"other selector": base + "?limit=2&labelSelector=app%3Dx&continue=" + url.QueryEscape(p1.Metadata.Continue),
-			"forged":         base + "?limit=2&continue=" + url.QueryEscape(p1.Metadata.Continue[:10]+"AAAA"+p1.Metadata.Continue[14:]),
+			"forged":         base + "?limit=2&continue=" + url.QueryEscape(p1.Metadata.Continue[:20]+"AAAA"+p1.Metadata.Continue[24:]),
 			"garbage":        base + "?continue=%00%ff",
 		} {
 			r := do(t, "GET", u)
@@ -364,6 +368,94 @@ func TestRESTContinueTokenExpires(t *testing.T) {
 	if st := r.status(t); r.code != 410 || st.Reason != metav1.StatusReasonExpired || !strings.Contains(st.Message, "expired") {
 		t.Errorf("expired token: %d %s", r.code, r.body)
 	}
+}
+
+// TestRESTContinueAcrossReplicas starts a paged list on one gateway and
+// continues it on another (as after a reconnect behind a Service, or a
+// restart): the second answers 410 Expired, and client-go's pager falls
+// back to a full list by itself. A malformed token stays 400.
+func TestRESTContinueAcrossReplicas(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	names := []string{"a", "b", "c", "d", "e"}
+	createConfigMaps(t, env.Client, ns, nil, names...)
+	gws := []string{startGateway(t, nil), startGateway(t, nil)}
+	clients := make([]kubernetes.Interface, len(gws))
+	for i, gw := range gws {
+		cs, err := kubernetes.NewForConfig(&rest.Config{Host: gw})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients[i] = cs
+	}
+	for i, gw := range gws {
+		eventually(t, fmt.Sprintf("gateway %d to cache the ConfigMaps", i), func() bool {
+			return len(getList(t, gw+"/api/v1/namespaces/"+ns+"/configmaps").Items) == len(names)
+		})
+	}
+
+	t.Run("raw", func(t *testing.T) {
+		base := "/api/v1/namespaces/" + ns + "/configmaps?limit=2"
+		p1 := getList(t, gws[0]+base)
+		if p1.Metadata.Continue == "" {
+			t.Fatalf("no continue token: %+v", p1)
+		}
+		r := do(t, "GET", gws[1]+base+"&continue="+url.QueryEscape(p1.Metadata.Continue))
+		st := r.status(t)
+		if r.code != http.StatusGone || st.Reason != metav1.StatusReasonExpired ||
+			!strings.Contains(st.Message, "another gateway replica") || !strings.Contains(st.Message, "start the list again") {
+			t.Errorf("token from another replica: %d %s", r.code, r.body)
+		}
+		for _, bad := range []string{"not-a-token", p1.Metadata.Continue[:20]} {
+			r := do(t, "GET", gws[1]+base+"&continue="+url.QueryEscape(bad))
+			if st := r.status(t); r.code != http.StatusBadRequest || st.Reason != metav1.StatusReasonBadRequest {
+				t.Errorf("malformed token %q: %d %s", bad, r.code, r.body)
+			}
+		}
+		// The issuing replica still serves its own sequence.
+		p2 := getList(t, gws[0]+base+"&continue="+url.QueryEscape(p1.Metadata.Continue))
+		if got := append(p1.names(), p2.names()...); !slices.Equal(got, names[:4]) {
+			t.Errorf("pages on the issuing replica: %v", got)
+		}
+	})
+
+	t.Run("client-go pager", func(t *testing.T) {
+		// The first page comes from replica 0, every later request goes
+		// to replica 1.
+		var calls []metav1.ListOptions
+		var errs []error
+		lp := listpager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			cs := clients[min(len(calls), 1)]
+			calls = append(calls, opts)
+			l, err := cs.CoreV1().ConfigMaps(ns).List(ctx, opts)
+			errs = append(errs, err)
+			return l, err
+		})
+		lp.PageSize = 2
+		obj, _, err := lp.List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatalf("pager: %v (calls %+v)", err, calls)
+		}
+		var got []string
+		if err := meta.EachListItem(obj, func(o runtime.Object) error {
+			m, err := meta.Accessor(o)
+			if err == nil {
+				got = append(got, m.GetName())
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, names) {
+			t.Errorf("pager listed %v, want %v", got, names)
+		}
+		// Page 1 on replica 0, the continue on replica 1 (410), then the
+		// pager's own full list.
+		if len(calls) != 3 || calls[0].Limit != 2 || calls[1].Continue == "" || !apierrors.IsResourceExpired(errs[1]) ||
+			calls[2].Limit != 0 || calls[2].Continue != "" {
+			t.Errorf("requests %+v, errors %v: want page, expired continue, full list", calls, errs)
+		}
+	})
 }
 
 // watcher reads a watch stream's events.
