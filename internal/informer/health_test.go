@@ -84,3 +84,40 @@ func TestReadyReportsStaleness(t *testing.T) {
 		t.Fatalf("Ready() = %v after recovery", err)
 	}
 }
+
+func TestReadinessMessages(t *testing.T) {
+	synced := ResourceStatus{Resource: "pods", Synced: true}
+	waiting := ResourceStatus{Resource: "configmaps"}
+	failedList := ResourceStatus{Resource: "secrets", Error: "Internal error occurred: boom"}
+	outage := errors.New("GET /api/v1/configmaps: HTTP 429")
+	for _, tc := range []struct {
+		name    string
+		status  []ResourceStatus
+		failing time.Duration
+		lastErr error
+		want    string // "" for ready
+	}{
+		{"all synced", []ResourceStatus{synced}, 0, nil, ""},
+		{"short outage while synced", []ResourceStatus{synced}, 30 * time.Second, outage, ""},
+		{"stale", []ResourceStatus{synced}, 31 * time.Second, outage,
+			"stale: requests to the apiserver have failed for 31s: GET /api/v1/configmaps: HTTP 429"},
+		{"not synced", []ResourceStatus{synced, waiting}, 0, nil, "not synced: [configmaps]"},
+		{"not synced with list error", []ResourceStatus{failedList}, 0, nil,
+			"not synced: [secrets (Internal error occurred: boom)]"},
+		// client-go is still retrying a 429 itself: the informer has no
+		// error yet, the failing requests explain the wait.
+		{"not synced while requests fail", []ResourceStatus{waiting}, 1500 * time.Millisecond, outage,
+			"not synced: [configmaps]; requests to the apiserver have failed for 1s: GET /api/v1/configmaps: HTTP 429"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := readiness(tc.status, tc.failing, tc.lastErr, 30*time.Second)
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tc.want {
+				t.Errorf("readiness() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

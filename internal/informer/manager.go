@@ -374,8 +374,15 @@ func (m *Manager) Status() []ResourceStatus {
 // an error naming the resources not synced (and why, when known) or the
 // outage.
 func (m *Manager) Ready() error {
+	d, err := m.opts.health.stale()
+	return readiness(m.Status(), d, err, m.opts.StaleAfter)
+}
+
+// readiness is Ready's verdict on the resources' status and an outage of
+// length failing ending with lastErr (0 and nil when there is none).
+func readiness(status []ResourceStatus, failing time.Duration, lastErr error, staleAfter time.Duration) error {
 	var missing []string
-	for _, s := range m.Status() {
+	for _, s := range status {
 		if !s.Synced {
 			msg := s.Resource
 			if s.Error != "" {
@@ -385,10 +392,17 @@ func (m *Manager) Ready() error {
 		}
 	}
 	if len(missing) > 0 {
+		// While client-go retries a request itself (a 429 or 5xx with
+		// Retry-After, up to ten times) the informer has no error to
+		// report yet; the failing requests say why it is not synced.
+		if lastErr != nil {
+			return fmt.Errorf("not synced: %v; requests to the apiserver have failed for %s: %v",
+				missing, failing.Truncate(time.Second), lastErr)
+		}
 		return fmt.Errorf("not synced: %v", missing)
 	}
-	if d, err := m.opts.health.stale(); d > m.opts.StaleAfter {
-		return fmt.Errorf("stale: requests to the apiserver have failed for %s: %v", d.Truncate(time.Second), err)
+	if failing > staleAfter {
+		return fmt.Errorf("stale: requests to the apiserver have failed for %s: %v", failing.Truncate(time.Second), lastErr)
 	}
 	return nil
 }
