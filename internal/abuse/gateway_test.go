@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus"
@@ -99,7 +100,13 @@ type gateway struct {
 	tokens map[string]string // by user
 }
 
-func startGateway(t *testing.T, mod func(*ws.Options)) *gateway {
+// gatewayOptions changes startGateway's configuration.
+type gatewayOptions struct {
+	ws   func(*ws.Options)
+	auth func(*config.Auth)
+}
+
+func startGateway(t *testing.T, o gatewayOptions) *gateway {
 	t.Helper()
 	grantReaders(t)
 	env := testenv.Get(t)
@@ -107,6 +114,9 @@ func startGateway(t *testing.T, mod func(*ws.Options)) *gateway {
 	// more than the abuse itself under -race.
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	cfg := config.Default()
+	if o.auth != nil {
+		o.auth(&cfg.Auth)
+	}
 	reg := prometheus.NewRegistry()
 
 	mgr, err := informer.New(informer.Options{Config: env.Config, Logger: log.Named("informer"), Registerer: reg,
@@ -135,8 +145,8 @@ func startGateway(t *testing.T, mod func(*ws.Options)) *gateway {
 	limiter := auth.NewRateLimiter(auth.RateLimitOptions{QPS: a.UserQPS, Burst: a.UserBurst, MaxInflight: a.UserMaxInflight}, m)
 	wo := ws.Options{Manager: mgr, Authorizer: authz, RecheckInterval: time.Duration(a.RecheckInterval),
 		Logger: log.Named("ws"), Registerer: reg}
-	if mod != nil {
-		mod(&wo)
+	if o.ws != nil {
+		o.ws(&wo)
 	}
 	wsServer, err := ws.New(wo)
 	if err != nil {
@@ -281,6 +291,9 @@ func (c *client) next(ctx context.Context) (frame, error) {
 		}
 		if typ != websocket.MessageText {
 			return frame{}, errors.New("binary message from the server")
+		}
+		if !utf8.Valid(data) {
+			return frame{}, fmt.Errorf("server sent a text message that is not UTF-8: %.200q", data)
 		}
 		var f frame
 		if err := json.Unmarshal(data, &f); err != nil {

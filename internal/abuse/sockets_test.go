@@ -30,7 +30,7 @@ func TestThousandSocketsFromOneIdentity(t *testing.T) {
 	for _, n := range []string{"a", "b", "c"} {
 		createCM(t, ns, n, nil)
 	}
-	g := startGateway(t, nil) // the defaults: 100 sockets per client
+	g := startGateway(t, gatewayOptions{}) // the defaults: 100 sockets per client
 	limit := 100
 	ctx := context.Background()
 	warmUp(t, g, ns)
