@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -28,6 +29,7 @@ type listParams struct {
 	rvMatch  string
 	pretty   bool
 	table    *tableOptions
+	metadata string // meta.k8s.io version of a PartialObjectMetadataList answer, or ""
 	scopeKey string
 }
 
@@ -69,11 +71,11 @@ func parseListParams(r *http.Request, rq apiRequest, info *informer.ResourceInfo
 		return p, badRequestError("specifying resourceVersion is not allowed when using continue")
 	}
 	p.pretty = isTrue(q.Get("pretty"))
-	p.table, err = parseTableOptions(r)
+	rep, err := parseAccept(r, "list")
 	if err != nil {
 		return p, err
 	}
-	p.table = p.table.forRequest(info, rq)
+	p.table, p.metadata = rep.table.forRequest(info, rq), rep.metadata
 	// The scope binds continue tokens to the request that created them.
 	u := auth.UserFrom(r.Context())
 	p.scopeKey = strings.Join([]string{info.GVR.String(), rq.namespace, q.Get("labelSelector"),
@@ -137,13 +139,50 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, rq apiRequest
 		return
 	}
 	var b bytes.Buffer
-	appendList(&b, res.Info.GVK.Kind+"List", res.Info.GVR.GroupVersion().String(), rv, next, remaining, page)
+	if p.metadata != "" {
+		if err := appendMetadataList(&b, p.metadata, rv, next, remaining, page); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	} else {
+		appendList(&b, res.Info.GVK.Kind+"List", res.Info.GVR.GroupVersion().String(), rv, next, remaining, page)
+	}
 	writeJSON(w, r, http.StatusOK, b.Bytes(), p.pretty)
 }
 
 // appendList writes a list envelope around the objects' stored JSON.
 func appendList(b *bytes.Buffer, kind, apiVersion string, rv uint64, next string, remaining int, page []*informer.Object) {
 	b.Grow(256 + sizeOf(page))
+	appendListHead(b, kind, apiVersion, rv, next, remaining)
+	for i, o := range page {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(bytes.TrimRight(o.Raw, "\n"))
+	}
+	b.WriteString("]}\n")
+}
+
+// appendMetadataList writes a meta.k8s.io PartialObjectMetadataList of
+// the objects: each item's metadata is copied from its stored JSON.
+func appendMetadataList(b *bytes.Buffer, version string, rv uint64, next string, remaining int, page []*informer.Object) error {
+	b.Grow(256 + 512*len(page))
+	appendListHead(b, "PartialObjectMetadataList", "meta.k8s.io/"+version, rv, next, remaining)
+	for i, o := range page {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if err := appendPartialMetadata(b, version, o); err != nil {
+			return fmt.Errorf("%s/%s: %w", o.Namespace, o.Name, err)
+		}
+	}
+	b.WriteString("]}\n")
+	return nil
+}
+
+// appendListHead writes a list's kind, apiVersion, metadata and the
+// opening of its items.
+func appendListHead(b *bytes.Buffer, kind, apiVersion string, rv uint64, next string, remaining int) {
 	b.WriteString(`{"kind":`)
 	writeJSONString(b, kind)
 	b.WriteString(`,"apiVersion":`)
@@ -158,13 +197,6 @@ func appendList(b *bytes.Buffer, kind, apiVersion string, rv uint64, next string
 		b.WriteString(strconv.Itoa(remaining))
 	}
 	b.WriteString(`},"items":[`)
-	for i, o := range page {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(bytes.TrimRight(o.Raw, "\n"))
-	}
-	b.WriteString("]}\n")
 }
 
 // checkListRV applies resourceVersion and resourceVersionMatch to a list
@@ -230,12 +262,12 @@ func writeJSON(w http.ResponseWriter, r *http.Request, code int, body []byte, pr
 
 // serveGet answers one object from the cache.
 func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, rq apiRequest, res *informer.Resource) {
-	table, err := parseTableOptions(r)
+	rep, err := parseAccept(r, "get")
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	table = table.forRequest(res.Info, rq)
+	table := rep.table.forRequest(res.Info, rq)
 	o, ok := res.Get(rq.namespace, rq.name)
 	if !ok {
 		st := notFound("%s %q not found", res.Info.GVR.GroupResource(), rq.name)
@@ -246,6 +278,16 @@ func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, rq apiRequest,
 	pretty := isTrue(r.URL.Query().Get("pretty"))
 	if table != nil {
 		s.writeTable(w, r, res.Info, []*informer.Object{o}, o.RV, "", table, pretty)
+		return
+	}
+	if rep.metadata != "" {
+		var b bytes.Buffer
+		if err := appendPartialMetadata(&b, rep.metadata, o); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		b.WriteByte('\n')
+		writeJSON(w, r, http.StatusOK, b.Bytes(), pretty)
 		return
 	}
 	body := o.Raw

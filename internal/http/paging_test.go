@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"kubegate/internal/apistatus"
 	"kubegate/internal/auth"
 	"kubegate/internal/informer"
 )
@@ -134,29 +136,72 @@ func TestParseAPIPath(t *testing.T) {
 	}
 }
 
-func TestParseTableOptions(t *testing.T) {
+func TestParseAccept(t *testing.T) {
+	const (
+		table   = "application/json;as=Table;v=v1;g=meta.k8s.io"
+		metaL   = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+		metaO   = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+		pbMetaL = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+	)
+	tableV1 := representation{table: &tableOptions{version: "v1", includeObject: metav1.IncludeMetadata}}
 	for _, c := range []struct {
-		accept, query string
-		want          *tableOptions
-		bad           bool
+		verb, accept, query string
+		want                representation
+		code                int // of the error, 0 for none
 	}{
-		{"application/json", "", nil, false},
-		{"", "", nil, false},
-		{"application/json;as=Table;v=v1;g=meta.k8s.io,application/json", "", &tableOptions{version: "v1", includeObject: metav1.IncludeMetadata}, false},
-		{"application/json;as=Table;v=v1beta1;g=meta.k8s.io", "includeObject=Object", &tableOptions{version: "v1beta1", includeObject: metav1.IncludeObject}, false},
-		{"application/json, application/json;as=Table;v=v1;g=meta.k8s.io", "", nil, false},
-		{"application/json;as=Table;v=v9;g=meta.k8s.io", "", nil, false},
-		{"application/json;as=Table;v=v1;g=meta.k8s.io", "includeObject=All", nil, true},
+		{"list", "application/json", "", representation{}, 0},
+		{"list", "", "", representation{}, 0},
+		{"list", "application/vnd.kubernetes.protobuf", "", representation{}, 0},
+		{"list", table + ",application/json", "", tableV1, 0},
+		{"watch", table, "", tableV1, 0},
+		{"list", "application/json;as=Table;v=v1beta1;g=meta.k8s.io", "includeObject=Object",
+			representation{table: &tableOptions{version: "v1beta1", includeObject: metav1.IncludeObject}}, 0},
+		{"list", "application/json, " + table, "", representation{}, 0},
+		{"list", table, "includeObject=All", representation{}, http.StatusBadRequest},
+		// What client-go's metadata client sends.
+		{"list", pbMetaL + "," + metaL + ",application/json", "", representation{metadata: "v1"}, 0},
+		{"get", strings.ReplaceAll(pbMetaL+","+metaL, "List", "") + ",application/json", "", representation{metadata: "v1"}, 0},
+		{"watch", metaO, "", representation{metadata: "v1"}, 0},
+		{"get", "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1", "", representation{metadata: "v1beta1"}, 0},
+		// A form that does not fit the verb is skipped; when nothing
+		// else is acceptable, 406 as from the apiserver.
+		{"list", metaO + ",application/json", "", representation{}, 0},
+		{"list", metaO, "", representation{}, http.StatusNotAcceptable},
+		{"get", metaL, "", representation{}, http.StatusNotAcceptable},
+		{"watch", metaL, "", representation{}, http.StatusNotAcceptable},
+		{"list", "application/json;as=Table;v=v9;g=meta.k8s.io", "", representation{}, http.StatusNotAcceptable},
+		{"list", "application/json;as=Thing;v=v1;g=meta.k8s.io, " + metaL, "", representation{metadata: "v1"}, 0},
+		{"list", "text/html;as=Table", "", representation{}, 0},
 	} {
 		r := httptest.NewRequest("GET", "/api/v1/pods?"+c.query, nil)
 		r.Header.Set("Accept", c.accept)
-		got, err := parseTableOptions(r)
-		if (err != nil) != c.bad {
-			t.Errorf("%q %q: err %v", c.accept, c.query, err)
+		got, err := parseAccept(r, c.verb)
+		code := 0
+		if err != nil {
+			code = int(apistatus.FromError(err).Code)
+		}
+		if code != c.code {
+			t.Errorf("%s %q %q: error %v, want code %d", c.verb, c.accept, c.query, err, c.code)
 			continue
 		}
-		if (got == nil) != (c.want == nil) || (got != nil && *got != *c.want) {
-			t.Errorf("%q %q: got %+v, want %+v", c.accept, c.query, got, c.want)
+		if diff := cmp.Diff(c.want, got, cmp.AllowUnexported(representation{}, tableOptions{})); err == nil && diff != "" {
+			t.Errorf("%s %q %q (-want +got):\n%s", c.verb, c.accept, c.query, diff)
+		}
+	}
+}
+
+func TestRawMetadata(t *testing.T) {
+	for raw, want := range map[string]string{
+		`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","labels":{"x":"y"}},"spec":{"x":[1,2]}}`: `{"name":"a","labels":{"x":"y"}}`,
+		`{"spec":{"metadata":{"name":"inner"}},"metadata":{"name":"outer"}}`:                             `{"name":"outer"}`,
+		` { "metadata" : {"name":"b"} }`: `{"name":"b"}`,
+		`{"kind":"Pod"}`:                 "",
+		`[]`:                             "",
+		`{"metadata":`:                   "",
+	} {
+		got, err := rawMetadata([]byte(raw))
+		if string(got) != want || (want == "") != (err != nil) {
+			t.Errorf("%s: got %s, %v; want %s", raw, got, err, want)
 		}
 	}
 }
@@ -224,7 +269,7 @@ func FuzzQueryParams(f *testing.F) {
 		r := &http.Request{Method: "GET", URL: &url.URL{Path: "/api/v1/pods", RawQuery: rawQuery}, Header: http.Header{}}
 		r.Header.Set("Accept", accept)
 		_ = validateQuery(r.URL.Query())
-		_, _ = parseTableOptions(r)
+		_, _ = parseAccept(r, "list")
 		if p, err := parseWatchParams(r); err == nil && p.timeout > maxWatchTimeout {
 			t.Fatalf("timeout %v above the bound", p.timeout)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -36,40 +35,6 @@ func (t *tableOptions) forRequest(info *informer.ResourceInfo, rq apiRequest) *t
 		t.namespaceColumn = info.Namespaced && (rq.namespace != "" || t.includeObject == metav1.IncludeNone)
 	}
 	return t
-}
-
-// parseTableOptions returns the Table options if the Accept header asks
-// for a Table before any plain JSON, else nil.
-func parseTableOptions(r *http.Request) (*tableOptions, error) {
-	accept := r.Header.Get("Accept")
-	if !strings.Contains(accept, "Table") {
-		return nil, nil
-	}
-	for _, part := range strings.Split(accept, ",") {
-		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil {
-			continue
-		}
-		if mt != "application/json" && mt != "*/*" && mt != "application/*" {
-			continue
-		}
-		if params["as"] == "" {
-			return nil, nil // plain JSON is acceptable before any Table
-		}
-		if params["as"] != "Table" || params["g"] != "meta.k8s.io" || (params["v"] != "v1" && params["v"] != "v1beta1") {
-			continue
-		}
-		t := &tableOptions{version: params["v"], includeObject: metav1.IncludeMetadata}
-		switch v := metav1.IncludeObjectPolicy(r.URL.Query().Get("includeObject")); v {
-		case "":
-		case metav1.IncludeNone, metav1.IncludeMetadata, metav1.IncludeObject:
-			t.includeObject = v
-		default:
-			return nil, badRequestError("invalid includeObject %q: want None, Metadata or Object", v)
-		}
-		return t, nil
-	}
-	return nil, nil
 }
 
 // printerColumn is one of a CRD version's additionalPrinterColumns.

@@ -41,6 +41,7 @@ type watchParams struct {
 	timeout       time.Duration
 	sse           bool
 	table         *tableOptions
+	metadata      string // meta.k8s.io version for PartialObjectMetadata events, or ""
 }
 
 func parseWatchParams(r *http.Request) (watchParams, error) {
@@ -91,8 +92,8 @@ func parseWatchParams(r *http.Request) (watchParams, error) {
 			p.timeout = min(d, maxWatchTimeout)
 		}
 	}
-	var err error
-	p.table, err = parseTableOptions(r)
+	rep, err := parseAccept(r, "watch")
+	p.table, p.metadata = rep.table, rep.metadata
 	return p, err
 }
 
@@ -106,6 +107,9 @@ type watchStream struct {
 	kind  string // the resource's kind and apiVersion, for bookmarks
 	apiV  string
 	table func(o *informer.Object) []byte // non-nil for Table watches
+	// metadata is the meta.k8s.io version of PartialObjectMetadata
+	// events, or "".
+	metadata string
 }
 
 // event appends one event whose object is raw JSON.
@@ -133,11 +137,22 @@ func (ws *watchStream) event(typ string, obj []byte, rv uint64) {
 // snapshot objects have none, since resuming from one of their versions
 // would skip the rest of the snapshot.
 func (ws *watchStream) object(typ string, o *informer.Object, id uint64) {
-	if ws.table != nil {
+	switch {
+	case ws.table != nil:
 		ws.event(typ, ws.table(o), id)
-		return
+	case ws.metadata != "":
+		var b bytes.Buffer
+		if err := appendPartialMetadata(&b, ws.metadata, o); err != nil {
+			// The informer stores only objects with metadata; should one
+			// lack it, the client learns of it instead of missing it.
+			ws.status(apistatus.New(http.StatusInternalServerError, metav1.StatusReasonInternalError,
+				"cannot read the metadata of "+o.Namespace+"/"+o.Name))
+			return
+		}
+		ws.event(typ, b.Bytes(), id)
+	default:
+		ws.event(typ, o.Raw, id)
 	}
-	ws.event(typ, o.Raw, id)
 }
 
 // mark sets an SSE client's last event id without an event, so an
@@ -221,7 +236,12 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 	}
 
 	ws := &watchStream{w: w, rc: http.NewResponseController(w), sse: p.sse,
-		kind: info.GVK.Kind, apiV: info.GVR.GroupVersion().String()}
+		kind: info.GVK.Kind, apiV: info.GVR.GroupVersion().String(), metadata: p.metadata}
+	if p.metadata != "" {
+		// Bookmarks too are PartialObjectMetadata: a metadata client
+		// decodes nothing else.
+		ws.kind, ws.apiV = "PartialObjectMetadata", "meta.k8s.io/"+p.metadata
+	}
 	// flush sets write deadlines; clear them so a later request on the
 	// same keep-alive connection does not inherit one.
 	defer func() { _ = ws.rc.SetWriteDeadline(time.Time{}) }()
