@@ -48,6 +48,10 @@ type Notification struct {
 	// listener can tell an object entering or leaving its selector. It is
 	// never handed to consumers.
 	prev *Object
+	// tombstone marks a delete the informer only noticed by relisting.
+	// RV is then the object's last known version, older than the
+	// deletion, so it must not be skipped by a listener's minRV.
+	tombstone bool
 }
 
 // OverflowPolicy decides what a listener does when its backlog reaches its
@@ -149,7 +153,9 @@ type Listener struct {
 	resyncDue  bool
 	nextResync time.Time
 	// minRV: live changes at or below it are skipped (the consumer resumed
-	// from a version this gateway had not processed yet).
+	// from a version this gateway had not processed yet). Tombstones are
+	// not: their version is the deleted object's last one, not the
+	// deletion's.
 	minRV    uint64
 	oldestAt time.Time // when the oldest pending notification arrived
 	stopped  bool
@@ -185,7 +191,7 @@ func (l *Listener) offer(n Notification, now time.Time) {
 	}
 	n.prev = nil
 	l.mu.Lock()
-	if l.stopped || l.needSnapshot || n.RV <= l.minRV && n.RV != 0 {
+	if l.stopped || l.needSnapshot || n.RV <= l.minRV && n.RV != 0 && !n.tombstone {
 		l.mu.Unlock()
 		return
 	}

@@ -128,7 +128,7 @@ func (p *processor) OnDelete(obj any) {
 		p.log.Error("cache delete", zap.Error(err))
 	}
 	p.count--
-	p.changeLocked(Notification{Type: Deleted, Object: o, RV: o.RV}, tombstone)
+	p.changeLocked(Notification{Type: Deleted, Object: o, RV: o.RV, tombstone: tombstone}, tombstone)
 }
 
 // markSyncedLocked ends the initial list: from here on changes are

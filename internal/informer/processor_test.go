@@ -456,3 +456,26 @@ func TestSelectorTransitions(t *testing.T) {
 		t.Fatalf("resumed listener (-want +got):\n%s", diff)
 	}
 }
+
+// TestTombstoneReachesResumedListener: a consumer resumes (minRV set),
+// then an outage's relist finds an object gone. The tombstone carries the
+// object's last version, older than the resume point; it must still be
+// delivered, or the consumer keeps the deleted object for ever.
+func TestTombstoneReachesResumedListener(t *testing.T) {
+	p, _ := syncedProc(t, obj("a", "p1", 10), obj("a", "p2", 11))
+	p.OnUpdate(obj("a", "p2", 11), obj("a", "p2", 20))
+	resumed, _ := mustListener(t, p, ListenerOptions{ResourceVersion: "20"})
+	ahead, _ := mustListener(t, p, ListenerOptions{ResourceVersion: "25"})
+	p.lastSyncRV = func() string { return "30" }
+	p.OnDelete(cache.DeletedFinalStateUnknown{Key: "a/p1", Obj: obj("a", "p1", 10)})
+	for _, l := range []*Listener{resumed, ahead} {
+		if diff := cmp.Diff([]string{"DELETED a/p1@10"}, seen(l.Pop(nil))); diff != "" {
+			t.Errorf("tombstone after a resume (-want +got):\n%s", diff)
+		}
+	}
+	// A live delete at or below the resume point is still skipped.
+	p.OnDelete(obj("a", "p2", 24))
+	if got := seen(ahead.Pop(nil)); len(got) != 0 {
+		t.Errorf("listener resumed at 25 got %v for a change at 24", got)
+	}
+}
