@@ -86,6 +86,16 @@ manifests-check: bins ## Render deploy/ and apply it to a test apiserver (server
 clean: ## Remove build output (not the cached control-plane binaries)
 	rm -rf bin
 
+# Load duration for `make soak`; RACE=1 runs the driver and the gateway
+# with the race detector (slower, and the gateway's memory figures then
+# include the detector's).
+DURATION ?= 30m
+RACE ?=
+
+.PHONY: soak
+soak: bins ## Mixed-load soak for DURATION (default 30m): report in .local/soak/, fails on growth or lost state
+	SOAK_DURATION=$(DURATION) SOAK_RACE=$(RACE) $(GO) test $(if $(RACE),-race) -count=1 -timeout 0 -run '^TestSoak$$' -v $(TESTFLAGS) ./internal/soak/
+
 # Micro-benchmark repetitions and time per benchmark for `make bench-micro`.
 BENCHCOUNT ?= 6
 BENCHTIME  ?= 300ms
