@@ -1,78 +1,259 @@
 package ws
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"kubegate/internal/testenv"
 )
 
-// liveBytes is the heap and stack in use after a full collection.
-func liveBytes() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapInuse + m.StackInuse
-}
+var idleProfile = flag.String("idleprofile", "",
+	"`prefix` of heap and goroutine profiles written by BenchmarkIdleSocket while its sockets are open (.heap, .goroutines)")
 
-// BenchmarkIdleSocket reports the memory an idle socket costs, client and
-// server together (both run in this process): server=kubegate with one
-// subscription after its snapshot, server=bare a coder/websocket server
-// that only reads, as the floor set by the library and net/http. The
-// difference is what the gateway adds per idle socket.
+// idleSockets is how many idle sockets BenchmarkIdleSocket opens per
+// iteration: enough that per-socket costs dwarf the noise of a GC cycle.
+const idleSockets = 1000
+
+// BenchmarkIdleSocket reports what one idle socket costs the server: heap
+// and goroutine stacks in use after a full collection (B/socket), and
+// goroutines (goroutines/socket), averaged over idleSockets sockets.
+//
+// The clients run in a child process (this test binary, see
+// runIdleClients), so nothing on the client side is counted.
+//
+//   - server=kubegate: the /ws server; each socket holds one subscription
+//     (configmaps in an empty namespace) after its snapshot.
+//   - server=bare: a coder/websocket server that only reads, in the
+//     net/http handler goroutine: the floor set by the library and
+//     net/http, for comparison.
+//
+// Run with -benchtime=1x: one iteration already measures idleSockets
+// sockets. -idleprofile writes profiles of the server while they are
+// open:
+//
+//	go test ./internal/ws -run '^$' -bench IdleSocket/server=kubegate -benchtime=1x -idleprofile=/tmp/idle
+//	go tool pprof -sample_index=inuse_space -top internal/ws/ws.test /tmp/idle.heap
 func BenchmarkIdleSocket(b *testing.B) {
 	env := testenv.Get(b)
 	ns := env.Namespace(b)
 	b.Run("server=bare", func(b *testing.B) {
+		var open atomic.Int64
 		bare := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{Subprotocol}})
-			if err == nil {
-				_, _, _ = c.Read(context.Background())
+			if err != nil {
+				return
 			}
+			open.Add(1)
+			defer open.Add(-1)
+			_, _, _ = c.Read(context.Background())
+			_ = c.CloseNow()
 		}))
 		defer bare.Close()
-		url := "ws" + strings.TrimPrefix(bare.URL, "http")
-		var conns []*websocket.Conn
-		defer func() {
-			for _, c := range conns {
-				_ = c.CloseNow()
-			}
-		}()
-		before := liveBytes()
-		for b.Loop() {
-			c, _, err := websocket.Dial(context.Background(), url, &websocket.DialOptions{Subprotocols: []string{Subprotocol}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			conns = append(conns, c)
-		}
-		b.ReportMetric(float64(liveBytes()-before)/float64(len(conns)), "B/socket-pair")
+		measureIdle(b, "ws"+strings.TrimPrefix(bare.URL, "http"), "", func() int { return int(open.Load()) })
 	})
 	b.Run("server=kubegate", func(b *testing.B) {
 		m := startManager(b, env.Config, nil)
 		ts := startServer(b, m, func(o *Options) {
-			o.Logger = zap.NewNop()
+			// A production logger (JSON at info level), so that any
+			// memory it holds per socket is counted.
+			o.Logger = zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zap.InfoLevel))
 			o.MaxSockets, o.MaxSocketsPerClient = 1<<20, 1<<20
 		})
 		warm := dial(b, ts) // starts the informer before measuring
 		warm.subscribe("w", "configmaps", ns)
 		warm.snapshot("w")
-		n := 0
-		before := liveBytes()
-		for b.Loop() {
-			c := dial(b, ts)
-			c.subscribe("s", "configmaps", ns)
-			c.snapshot("s")
-			n++
-		}
-		b.ReportMetric(float64(liveBytes()-before)/float64(n), "B/socket-pair")
+		measureIdle(b, ts.url, ns, func() int { return ts.Sockets() - 1 })
 	})
+}
+
+// measureIdle opens idleSockets idle sockets to url from a child process
+// per iteration and reports what the server holds for them. open reports
+// how many of them the server still has.
+func measureIdle(b *testing.B, url, namespace string, open func() int) {
+	var heap, stack, goroutines float64
+	if *idleProfile != "" {
+		runtime.MemProfileRate = 1 // every allocation from here on
+	}
+	for b.Loop() {
+		h0, s0 := liveBytes()
+		g0 := runtime.NumGoroutine()
+		stop := startIdleClients(b, url, namespace, idleSockets)
+		if n := open(); n != idleSockets {
+			b.Fatalf("server holds %d sockets, want %d", n, idleSockets)
+		}
+		h1, s1 := liveBytes()
+		g1 := runtime.NumGoroutine()
+		if *idleProfile != "" {
+			writeProfiles(b, *idleProfile)
+		}
+		stop()
+		err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, time.Minute, true,
+			func(context.Context) (bool, error) { return open() == 0, nil })
+		if err != nil {
+			b.Fatalf("server still holds %d sockets after the clients exited", open())
+		}
+		heap += float64(int64(h1) - int64(h0))
+		stack += float64(int64(s1) - int64(s0))
+		goroutines += float64(g1 - g0)
+	}
+	n := float64(b.N * idleSockets)
+	b.ReportMetric((heap+stack)/n, "B/socket")
+	b.ReportMetric(heap/n, "heap-B/socket")
+	b.ReportMetric(stack/n, "stack-B/socket")
+	b.ReportMetric(goroutines/n, "goroutines/socket")
+}
+
+// writeProfiles writes the heap profile (inuse_space is what the sockets
+// hold) and a goroutine dump.
+func writeProfiles(b *testing.B, prefix string) {
+	for _, p := range []struct{ name, suffix string }{{"heap", ".heap"}, {"goroutine", ".goroutines"}} {
+		f, err := os.Create(prefix + p.suffix)
+		if err != nil {
+			b.Fatal(err)
+		}
+		err = pprof.Lookup(p.name).WriteTo(f, 1)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// liveBytes returns the heap and the goroutine stacks in use after a full
+// collection that also returns free memory to the OS (which releases
+// unused stack spans).
+func liveBytes() (heap, stack uint64) {
+	runtime.GC()
+	debug.FreeOSMemory()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse, m.StackInuse
+}
+
+// The child process of BenchmarkIdleSocket is this test binary with these
+// variables set; TestMain hands it to runIdleClients.
+const (
+	envIdleURL       = "KUBEGATE_WS_IDLE_URL"
+	envIdleSockets   = "KUBEGATE_WS_IDLE_SOCKETS"
+	envIdleNamespace = "KUBEGATE_WS_IDLE_NAMESPACE"
+)
+
+// startIdleClients runs the child process and returns once all its
+// sockets are open (and subscribed, for a namespace). stop ends the child
+// and with it every socket.
+func startIdleClients(b *testing.B, url, namespace string, n int) (stop func()) {
+	b.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envIdleURL+"="+url, envIdleSockets+"="+strconv.Itoa(n), envIdleNamespace+"="+namespace)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	stop = func() {
+		_ = stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			b.Errorf("idle clients: %v", err)
+		}
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if line != "ready\n" {
+		stop()
+		b.Fatalf("idle clients did not get ready: %q %v", line, err)
+	}
+	return stop
+}
+
+// runIdleClients is the child process: it opens the sockets, subscribes
+// each to configmaps in the namespace (if one is given) and waits for the
+// end of its snapshot, prints "ready", and holds the sockets open,
+// answering pings, until its stdin closes.
+func runIdleClients() int {
+	n, err := strconv.Atoi(os.Getenv(envIdleSockets))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "idle clients:", err)
+		return 2
+	}
+	url, ns := os.Getenv(envIdleURL), os.Getenv(envIdleNamespace)
+	conns := make([]*websocket.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			_ = c.CloseNow()
+		}
+	}()
+	for i := range n {
+		c, err := openIdleClient(url, ns)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "idle clients: socket %d: %v\n", i, err)
+			return 1
+		}
+		conns = append(conns, c)
+	}
+	fmt.Println("ready")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+func openIdleClient(url, namespace string) (*websocket.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{Subprotocols: []string{Subprotocol}})
+	if err != nil {
+		return nil, err
+	}
+	if namespace != "" {
+		c.SetReadLimit(-1)
+		sub := fmt.Sprintf(`{"type":"subscribe","id":"s","resource":"configmaps","namespace":%q}`, namespace)
+		if err := c.Write(ctx, websocket.MessageText, []byte(sub)); err != nil {
+			_ = c.CloseNow()
+			return nil, err
+		}
+		for {
+			_, msg, err := c.Read(ctx)
+			if err != nil {
+				_ = c.CloseNow()
+				return nil, err
+			}
+			if bytes.Contains(msg, []byte(`"type":"error"`)) {
+				_ = c.CloseNow()
+				return nil, errors.New(string(msg))
+			}
+			if bytes.Contains(msg, []byte(`"type":"END_OF_SNAPSHOT"`)) {
+				break
+			}
+		}
+	}
+	c.CloseRead(context.Background()) // answers pings
+	return c, nil
 }

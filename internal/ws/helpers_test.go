@@ -28,6 +28,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envIdleURL) != "" {
+		os.Exit(runIdleClients()) // the client process of BenchmarkIdleSocket
+	}
 	// Fuzzing needs no apiserver; its workers re-run TestMain many times.
 	flag.Parse()
 	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
