@@ -125,10 +125,11 @@ func setDefault[T int | int64 | float64 | time.Duration](v *T, d T) {
 	}
 }
 
-// Server is the /ws handler. Each accepted socket is served by the
-// ServeHTTP goroutine that accepted it (the socket's writer) plus one
-// reader goroutine; see socket. Start waits for shutdown, then closes every
-// socket with 1001 and returns once all of them are gone.
+// Server is the /ws handler. ServeHTTP accepts a socket, starts its
+// goroutines (see socket) and returns; the sockets are counted in wg.
+// Start waits for shutdown, then closes every socket with 1001 and returns
+// once all of them are gone, so a Server must run Start for its sockets
+// to end at shutdown.
 type Server struct {
 	opts     Options
 	log      *zap.Logger
@@ -234,7 +235,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	client := clientKey(user, r)
 
-	c, err := websocket.Accept(w, r, s.accept)
+	c, err := websocket.Accept(&hijacker{ResponseWriter: w}, r, s.accept)
 	if err != nil {
 		// Accept has answered (400 bad handshake, 403 origin).
 		s.metrics.rejected.WithLabelValues("handshake").Inc()
@@ -248,8 +249,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = c.Close(code, reason)
 		return
 	}
-	defer s.unregister(sock)
-	sock.run(r.Context())
+	// The socket outlives this call: ServeHTTP returns so that net/http
+	// drops what it holds for the request (the handler goroutine and its
+	// stack, the request, its buffers). See "Cost of an idle socket" in
+	// docs/protocol.md.
+	go func() {
+		defer s.unregister(sock)
+		sock.run()
+	}()
 }
 
 // register admits sock within the limits. It returns a close code and

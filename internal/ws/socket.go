@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"golang.org/x/time/rate"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -25,7 +26,7 @@ import (
 // socket is one WebSocket connection and its subscriptions.
 //
 // Goroutines:
-//   - the writer (the ServeHTTP goroutine, in run) owns all writes of data
+//   - the writer (started by ServeHTTP, in run) owns all writes of data
 //     frames: it wakes on wake, takes the queued control frames, pops every
 //     subscription's listener and writes, each write under WriteTimeout. It
 //     also sends the close frame at shutdown and owns the keepalive and
@@ -43,7 +44,6 @@ import (
 type socket struct {
 	srv    *Server
 	opts   *Options
-	log    *zap.Logger
 	conn   *websocket.Conn
 	user   *auth.User
 	client string
@@ -129,7 +129,6 @@ func newSocket(srv *Server, c *websocket.Conn, u *auth.User, client string) *soc
 	return &socket{
 		srv:     srv,
 		opts:    &srv.opts,
-		log:     srv.log.With(zap.String("user", u.Name), zap.String("client", client)),
 		conn:    c,
 		user:    u,
 		client:  client,
@@ -168,14 +167,24 @@ func (s *socket) fail(reason string) {
 	s.cancel()
 }
 
-// run serves the socket until it ends. reqCtx is the HTTP request's
-// context, which the HTTP server cancels at its shutdown.
-func (s *socket) run(reqCtx context.Context) {
+// log logs at lvl with the socket's user and client. Loggers scoped with
+// With are not kept per socket: each holds an encoder buffer (about
+// 1 KiB with zap's JSON encoder) that an idle socket would carry for its
+// whole life.
+func (s *socket) log(lvl zapcore.Level, msg string, fields ...zap.Field) {
+	if ce := s.srv.log.Check(lvl, msg); ce != nil {
+		ce.Write(append([]zap.Field{zap.String("user", s.user.Name), zap.String("client", s.client)}, fields...)...)
+	}
+}
+
+// run serves the socket until it ends; it runs in the writer goroutine.
+func (s *socket) run() {
 	// The socket's lifetime is its own: after the upgrade only the
-	// server's shutdown (or the request context's, which means the same)
-	// ends it from outside.
-	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(reqCtx))
-	s.log.Debug("socket open")
+	// server's shutdown ends it from outside. Its context carries the
+	// user (as the request's did for the authorizer) but none of the
+	// request's other values, which net/http and the router recycle.
+	s.ctx, s.cancel = context.WithCancel(auth.WithUser(context.Background(), s.user))
+	s.log(zapcore.DebugLevel, "socket open")
 
 	readerDone := make(chan struct{})
 	go func() {
@@ -183,7 +192,7 @@ func (s *socket) run(reqCtx context.Context) {
 		s.readLoop()
 	}()
 
-	s.writeLoop(reqCtx)
+	s.writeLoop()
 
 	s.cancel()
 	_ = s.conn.CloseNow() // unblocks the reader if the close handshake did not
@@ -205,11 +214,11 @@ func (s *socket) run(reqCtx context.Context) {
 		reason = *r
 	}
 	s.srv.metrics.closes.WithLabelValues(reason).Inc()
-	s.log.Debug("socket closed", zap.String("reason", reason))
+	s.log(zapcore.DebugLevel, "socket closed", zap.String("reason", reason))
 }
 
 // writeLoop is the writer goroutine's loop.
-func (s *socket) writeLoop(reqCtx context.Context) {
+func (s *socket) writeLoop() {
 	ping := s.opts.clock.NewTicker(s.opts.PingInterval)
 	defer ping.Stop()
 	recheck := s.opts.clock.NewTicker(s.opts.RecheckInterval)
@@ -219,9 +228,6 @@ func (s *socket) writeLoop(reqCtx context.Context) {
 		case <-s.ctx.Done():
 			return
 		case <-s.srv.shutdown:
-			s.goAway()
-			return
-		case <-reqCtx.Done():
 			s.goAway()
 			return
 		case <-s.wake:
@@ -297,7 +303,7 @@ func (s *socket) flush() error {
 	}
 	if s.resetStreak++; s.resetStreak >= s.opts.MaxSlowResets {
 		s.closeReason.CompareAndSwap(nil, ptr(closeSlowConsumer))
-		s.log.Info("closing slow consumer", zap.Int("resets", s.resetStreak))
+		s.log(zapcore.InfoLevel, "closing slow consumer", zap.Int("resets", s.resetStreak))
 		_ = s.conn.Close(4001, "slow consumer: fell behind "+strconv.Itoa(s.resetStreak)+" times in a row")
 		return errors.New("slow consumer")
 	}
@@ -329,7 +335,7 @@ func (s *socket) writeBatch() error {
 	if err != nil {
 		if s.opts.clock.Since(start) >= s.opts.WriteTimeout {
 			s.closeReason.CompareAndSwap(nil, ptr(closeWriteTimeout))
-			s.log.Info("write timed out; dropping connection", zap.Duration("timeout", s.opts.WriteTimeout))
+			s.log(zapcore.InfoLevel, "write timed out; dropping connection", zap.Duration("timeout", s.opts.WriteTimeout))
 		}
 		s.fail(closePeer)
 		return err
@@ -356,7 +362,7 @@ func (s *socket) startPing() {
 		defer cancel()
 		if err := s.conn.Ping(ctx); err != nil && s.ctx.Err() == nil {
 			s.closeReason.CompareAndSwap(nil, ptr(closePongTimeout))
-			s.log.Info("no pong; dropping connection", zap.Duration("timeout", s.opts.PongTimeout))
+			s.log(zapcore.InfoLevel, "no pong; dropping connection", zap.Duration("timeout", s.opts.PongTimeout))
 			s.fail(closePongTimeout)
 			_ = s.conn.CloseNow()
 		}
@@ -373,9 +379,9 @@ func (s *socket) readLoop() {
 			switch {
 			case errors.Is(err, websocket.ErrMessageTooBig):
 				s.closeReason.CompareAndSwap(nil, ptr(closeTooBig))
-				s.log.Info("client message too big", zap.Int64("limit", s.opts.MaxMessageBytes))
+				s.log(zapcore.InfoLevel, "client message too big", zap.Int64("limit", s.opts.MaxMessageBytes))
 			case websocket.CloseStatus(err) == -1 && s.ctx.Err() == nil:
-				s.log.Debug("read failed", zap.Error(err))
+				s.log(zapcore.DebugLevel, "read failed", zap.Error(err))
 			}
 			s.fail(closePeer)
 			return
@@ -383,7 +389,7 @@ func (s *socket) readLoop() {
 		if s.backlogged() {
 			// The client sends requests but does not read the answers:
 			// stop reading rather than queue answers without bound.
-			s.log.Info("client does not read its answers; dropping connection", zap.Int("unanswered", maxUnanswered))
+			s.log(zapcore.InfoLevel, "client does not read its answers; dropping connection", zap.Int("unanswered", maxUnanswered))
 			s.fail(closeFlood)
 			_ = s.conn.CloseNow()
 			return
@@ -484,7 +490,7 @@ func (s *socket) startSubscription(ctx context.Context, sub *subscription) {
 		if errors.As(err, &re) {
 			st = re.Status
 		} else if apistatus.Internal(st) {
-			s.log.Error("subscribe failed", zap.String("id", sub.id), zap.String("resource", sub.req.Resource), zap.Error(err))
+			s.log(zapcore.ErrorLevel, "subscribe failed", zap.String("id", sub.id), zap.String("resource", sub.req.Resource), zap.Error(err))
 		}
 		s.sendError(&requestError{ID: sub.id, Request: typeSubscribe, Status: st})
 		return
@@ -648,7 +654,7 @@ func (s *socket) recheck() {
 		case err != nil:
 			st := apistatus.FromError(err)
 			if apistatus.Internal(st) {
-				s.log.Warn("re-authorization failed; ending subscription", zap.String("id", sub.id), zap.Error(err))
+				s.log(zapcore.WarnLevel, "re-authorization failed; ending subscription", zap.String("id", sub.id), zap.Error(err))
 			}
 			s.end(sub, st)
 		case !dec.Equal(sub.decision):
@@ -705,6 +711,6 @@ func (s *socket) restart(sub *subscription, dec auth.Decision) {
 	s.mu.Unlock()
 	sub.l.Stop()
 	s.srv.metrics.resets.WithLabelValues(resetReauthorized).Inc()
-	s.log.Info("authorization changed; restarting subscription", zap.String("id", sub.id))
+	s.log(zapcore.InfoLevel, "authorization changed; restarting subscription", zap.String("id", sub.id))
 	s.signal()
 }
