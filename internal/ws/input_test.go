@@ -1,9 +1,12 @@
 package ws
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -208,6 +211,62 @@ func TestHandshake(t *testing.T) {
 		}
 		c.CloseNow()
 	})
+	t.Run("frame right behind the handshake", func(t *testing.T) {
+		// net/http reads the frame along with the handshake; the socket's
+		// own buffers must still deliver it.
+		nc, err := net.Dial("tcp", ts.http.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		if err := nc.SetDeadline(time.Now().Add(30 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		handshake := "GET / HTTP/1.1\r\nHost: gateway\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+			"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" +
+			"Sec-WebSocket-Protocol: " + Subprotocol + "\r\n\r\n"
+		early := maskedTextFrame(`{"type":"unsubscribe","id":"early"}`)
+		if _, err := nc.Write(append([]byte(handshake), early...)); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(nc)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("handshake: %v %v", resp, err)
+		}
+		hdr := make([]byte, 2)
+		if _, err := io.ReadFull(br, hdr); err != nil {
+			t.Fatal(err)
+		}
+		if hdr[0] != 0x81 || hdr[1] > 126 {
+			t.Fatalf("frame header % x, want an unfragmented text frame under 64 KiB", hdr)
+		}
+		size := int(hdr[1])
+		if size == 126 {
+			if _, err := io.ReadFull(br, hdr); err != nil {
+				t.Fatal(err)
+			}
+			size = int(binary.BigEndian.Uint16(hdr))
+		}
+		payload := make([]byte, size)
+		if _, err := io.ReadFull(br, payload); err != nil {
+			t.Fatal(err)
+		}
+		var f frame
+		if err := json.Unmarshal(payload, &f); err != nil || f.Type != "error" || f.ID != "early" || f.Status == nil || f.Status.Code != http.StatusNotFound {
+			t.Fatalf("answer %s (%v), want a 404 error frame for \"early\"", payload, err)
+		}
+	})
+}
+
+// maskedTextFrame encodes a short text message as a client sends it.
+func maskedTextFrame(msg string) []byte {
+	key := [4]byte{1, 2, 3, 4}
+	b := append([]byte{0x81, 0x80 | byte(len(msg))}, key[:]...)
+	for i := range len(msg) {
+		b = append(b, msg[i]^key[i%4])
+	}
+	return b
 }
 
 func TestSocketLimits(t *testing.T) {
