@@ -27,14 +27,54 @@ func main() {
 		scen    string
 		jsonOut string
 		md      bool
+		full    bool
 	)
+	z := &o.Sizes
+	d := bench.DefaultSizes
 	flag.StringVar(&o.GatewayBinary, "gateway", "bin/gateway", "gateway `binary` (make build)")
 	flag.StringVar(&scen, "scenarios", strings.Join(bench.DefaultScenarios, ","), "comma-separated `scenarios` to run")
-	flag.IntVar(&o.Pods, "pods", 1000, "Pods to create (~7 KB JSON each)")
-	flag.IntVar(&o.Namespaces, "namespaces", 10, "namespaces to spread the Pods over")
+	flag.IntVar(&o.Pods, "pods", 10000, "Pods to create (~7 KB JSON each; one ConfigMap per 10 Pods)")
+	flag.IntVar(&o.Namespaces, "namespaces", 100, "namespaces to spread the Pods over (the selective scenario's subscribers each watch one)")
+	flag.BoolVar(&full, "full", false, "use the issue's full sizes (idle 5k, broad 100/s, selective 500/s, burst to 1k subscribers, cold start 100k Pods); explicit size flags still win")
+	flag.IntVar(&z.Idle, "idle", d.Idle, "idle: subscribers per arm")
+	flag.IntVar(&z.Broad, "broad", d.Broad, "broad: subscribers per arm, each watching every Pod")
+	flag.Float64Var(&z.BroadRate, "broad-rate", d.BroadRate, "broad: updates per second")
+	flag.DurationVar(&z.Duration, "duration", d.Duration, "broad, selective, slow: length of the update phase")
+	flag.IntVar(&z.Selective, "selective", d.Selective, "selective: subscribers per arm, each watching one namespace")
+	flag.Float64Var(&z.SelectiveRate, "selective-rate", d.SelectiveRate, "selective: updates per second")
+	flag.IntVar(&z.BurstSubscribers, "burst-subscribers", d.BurstSubscribers, "burst: subscribers per arm")
+	flag.IntVar(&z.BurstUpdates, "burst-updates", d.BurstUpdates, "burst: updates written as fast as possible")
+	flag.IntVar(&z.Slow, "slow", d.Slow, "slow: subscribers per arm (1% never read)")
+	flag.Float64Var(&z.SlowRate, "slow-rate", d.SlowRate, "slow: updates per second")
+	flag.IntVar(&z.Reconnect, "reconnect", d.Reconnect, "reconnect: subscribers per arm that drop and resume")
+	flag.IntVar(&z.Snapshots, "snapshots", d.Snapshots, "snapshot: new subscribers timed per arm")
+	flag.IntVar(&z.ColdStartPods, "coldstart-pods", d.ColdStartPods, "coldstart: Pods the new gateway syncs (more are created if needed)")
+	flag.DurationVar(&z.Drain, "drain", d.Drain, "longest wait for deliveries after the last write")
+	flag.BoolVar(&z.ProtoHTTP2, "proto-http2", false, "put the protobuf arm's watches on one HTTP/2 connection (client-go's default) instead of one HTTP/1.1 connection each")
 	flag.StringVar(&jsonOut, "json", "", "also write the results as JSON to this `file`")
 	flag.BoolVar(&md, "markdown", false, "print the table as Markdown")
 	flag.Parse()
+	if full {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		explicit := *z
+		*z = bench.FullSizes
+		keep := map[string]func(){
+			"idle": func() { z.Idle = explicit.Idle }, "broad": func() { z.Broad = explicit.Broad },
+			"broad-rate": func() { z.BroadRate = explicit.BroadRate }, "duration": func() { z.Duration = explicit.Duration },
+			"selective": func() { z.Selective = explicit.Selective }, "selective-rate": func() { z.SelectiveRate = explicit.SelectiveRate },
+			"burst-subscribers": func() { z.BurstSubscribers = explicit.BurstSubscribers }, "burst-updates": func() { z.BurstUpdates = explicit.BurstUpdates },
+			"slow": func() { z.Slow = explicit.Slow }, "slow-rate": func() { z.SlowRate = explicit.SlowRate },
+			"reconnect": func() { z.Reconnect = explicit.Reconnect }, "snapshots": func() { z.Snapshots = explicit.Snapshots },
+			"coldstart-pods": func() { z.ColdStartPods = explicit.ColdStartPods }, "drain": func() { z.Drain = explicit.Drain },
+			"proto-http2": func() { z.ProtoHTTP2 = explicit.ProtoHTTP2 },
+		}
+		for name, f := range keep {
+			if set[name] {
+				f()
+			}
+		}
+	}
 	for _, s := range strings.Split(scen, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			o.Scenarios = append(o.Scenarios, s)

@@ -114,10 +114,12 @@ func table(w io.Writer, figs []Figure, markdown bool) {
 		}
 		for _, a := range api {
 			ratio := "-"
-			if gw != nil && a.Value != 0 {
-				ratio = fmt.Sprintf("%.2f", gw.Value/a.Value)
-			} else if gw != nil && gw.Value == 0 {
+			switch {
+			case gw == nil:
+			case gw.Value == a.Value:
 				ratio = "="
+			case gw.Value > 0 && a.Value > 0:
+				ratio = fmt.Sprintf("%.2f", gw.Value/a.Value)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", k.scenario, k.metric, k.unit, gwText, a.Arm, formatValue(a.Value), ratio)
 		}

@@ -14,6 +14,10 @@ import (
 // is 100 on every Linux architecture Go supports.
 const clockTick = 100
 
+// selfPID is this process, whose CPU use is reported so readers can judge
+// whether the client side was the bottleneck.
+var selfPID = os.Getpid()
+
 // ProcStats is a process's resource use as /proc reports it.
 type ProcStats struct {
 	// CPU is user plus system time since the process started.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -20,13 +21,64 @@ type Options struct {
 	Scenarios []string
 	// Pods and Namespaces size the workload. Defaults 1000 and 10.
 	Pods, Namespaces int
+	// Sizes of the scenarios. Zero fields take DefaultSizes'.
+	Sizes Sizes
 	// Log receives progress lines. Default none.
 	Log io.Writer
 }
 
 // DefaultScenarios are the scenarios Run runs when Options.Scenarios is
 // empty.
-var DefaultScenarios = []string{"setup"}
+var DefaultScenarios = []string{"setup", "idle", "snapshot", "broad", "selective", "burst", "slow", "reconnect", "coldstart"}
+
+// scenarios maps names to their implementations.
+var scenarios = map[string]func(context.Context, *Env, Sizes, io.Writer) ([]Figure, error){
+	"setup":     func(_ context.Context, env *Env, _ Sizes, _ io.Writer) ([]Figure, error) { return setupFigures(env) },
+	"idle":      scenarioIdle,
+	"snapshot":  scenarioSnapshot,
+	"broad":     scenarioBroad,
+	"selective": scenarioSelective,
+	"burst":     scenarioBurst,
+	"slow":      scenarioSlow,
+	"reconnect": scenarioReconnect,
+	"coldstart": scenarioColdStart,
+}
+
+// withDefaults fills zero sizes from DefaultSizes.
+func (z Sizes) withDefaults() Sizes {
+	d := DefaultSizes
+	set := func(dst *int, v int) {
+		if *dst <= 0 {
+			*dst = v
+		}
+	}
+	setF := func(dst *float64, v float64) {
+		if *dst <= 0 {
+			*dst = v
+		}
+	}
+	setD := func(dst *time.Duration, v time.Duration) {
+		if *dst <= 0 {
+			*dst = v
+		}
+	}
+	set(&z.Idle, d.Idle)
+	set(&z.Broad, d.Broad)
+	setF(&z.BroadRate, d.BroadRate)
+	setD(&z.Duration, d.Duration)
+	set(&z.Selective, d.Selective)
+	setF(&z.SelectiveRate, d.SelectiveRate)
+	set(&z.BurstSubscribers, d.BurstSubscribers)
+	set(&z.BurstUpdates, d.BurstUpdates)
+	set(&z.Slow, d.Slow)
+	setF(&z.SlowRate, d.SlowRate)
+	set(&z.Reconnect, d.Reconnect)
+	set(&z.Snapshots, d.Snapshots)
+	set(&z.ColdStartPods, d.ColdStartPods)
+	setD(&z.Drain, d.Drain)
+	setD(&z.Settle, d.Settle)
+	return z
+}
 
 // Run starts an Env, runs the scenarios and returns every figure.
 func Run(ctx context.Context, o Options) (Report, error) {
@@ -36,6 +88,13 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if len(o.Scenarios) == 0 {
 		o.Scenarios = DefaultScenarios
 	}
+	for _, s := range o.Scenarios {
+		if _, ok := scenarios[s]; !ok {
+			return Report{}, fmt.Errorf("unknown scenario %q (known: %s)", s, strings.Join(DefaultScenarios, ", "))
+		}
+	}
+	z := o.Sizes.withDefaults()
+	raiseFileLimit()
 	r := Report{Machine: DescribeMachine()}
 	env, err := StartEnv(ctx, EnvOptions{GatewayBinary: o.GatewayBinary, Pods: o.Pods, Namespaces: o.Namespaces, Log: o.Log})
 	if err != nil {
@@ -44,17 +103,14 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	defer env.Close()
 	r.Workload = env.Workload
 	for _, s := range o.Scenarios {
-		var figs []Figure
-		switch s {
-		case "setup":
-			figs, err = setupFigures(env)
-		default:
-			err = fmt.Errorf("unknown scenario %q", s)
-		}
+		fmt.Fprintf(o.Log, "scenario %s\n", s)
+		t0 := time.Now()
+		figs, err := scenarios[s](ctx, env, z, o.Log)
 		r.Figures = append(r.Figures, figs...)
 		if err != nil {
 			return r, fmt.Errorf("scenario %s: %w", s, err)
 		}
+		fmt.Fprintf(o.Log, "scenario %s done in %v\n", s, time.Since(t0).Round(time.Second))
 	}
 	return r, nil
 }
@@ -76,6 +132,16 @@ func setupFigures(env *Env) ([]Figure, error) {
 		{"setup", ArmGateway, "RSS after sync", "MiB", mib(gw.RSS)},
 		{"setup", ArmAPIServer, "RSS after sync", "MiB", mib(api.RSS)},
 	}, nil
+}
+
+// raiseFileLimit lifts the open-file soft limit to the hard limit: every
+// subscriber is a connection.
+func raiseFileLimit() {
+	var l syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) == nil && l.Cur < l.Max {
+		l.Cur = l.Max
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+	}
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }

@@ -229,3 +229,35 @@ func CreateWorkload(ctx context.Context, c kubernetes.Interface, k, pods, worker
 	}
 	return w, nil
 }
+
+// createMorePods creates Pods from..to-1 (PodAt with the workload's
+// namespaces), 16 at a time.
+func createMorePods(ctx context.Context, env *Env, from, to int) error {
+	k := len(env.Namespaces)
+	var (
+		next    atomic.Int64
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		first   error
+	)
+	next.Store(int64(from))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for range 16 {
+		wg.Go(func() {
+			for {
+				j := int(next.Add(1) - 1)
+				if j >= to || ctx.Err() != nil {
+					return
+				}
+				key := PodAt(j, k)
+				if _, err := env.Client().CoreV1().Pods(key.Namespace).Create(ctx, NewPod(key, j), metav1.CreateOptions{}); err != nil {
+					errOnce.Do(func() { first = fmt.Errorf("create pod %s/%s: %w", key.Namespace, key.Name, err); cancel() })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}

@@ -1,0 +1,438 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/coder/websocket"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Sizes are the scenarios' knobs. DefaultSizes finish in a few minutes on
+// two cores; FullSizes are the issue's.
+type Sizes struct {
+	// Idle is the number of idle subscribers per arm.
+	Idle int
+	// Broad: subscribers watching everything, updates/s, seconds.
+	Broad     int
+	BroadRate float64
+	Duration  time.Duration
+	// Selective: subscribers, each watching one namespace, updates/s.
+	Selective     int
+	SelectiveRate float64
+	// Burst: subscribers (all objects) and updates written as fast as
+	// possible.
+	BurstSubscribers int
+	BurstUpdates     int
+	// Slow: subscribers (1% of them never read) and updates/s.
+	Slow     int
+	SlowRate float64
+	// Reconnect: subscribers that disconnect and resume.
+	Reconnect int
+	// Snapshots: new subscribers timed per arm.
+	Snapshots int
+	// ColdStartPods: Pods the cold-started gateway syncs; when above the
+	// workload's, the difference is created first.
+	ColdStartPods int
+	// Drain bounds the wait for deliveries after the last write.
+	Drain time.Duration
+	// Settle is how long memory is left to settle before RSS is read (idle,
+	// cold start).
+	Settle time.Duration
+	// ProtoHTTP2 puts all of the protobuf arm's watches on one HTTP/2
+	// connection (client-go's default) instead of one HTTP/1.1 connection
+	// each.
+	ProtoHTTP2 bool
+}
+
+// DefaultSizes finish in a few minutes on a 2-core machine.
+var DefaultSizes = Sizes{
+	Idle: 1000, Broad: 1000, BroadRate: 20, Duration: 10 * time.Second,
+	Selective: 1000, SelectiveRate: 100, BurstSubscribers: 100, BurstUpdates: 5000,
+	Slow: 200, SlowRate: 20, Reconnect: 1000, Snapshots: 5, ColdStartPods: 10000,
+	Drain: 60 * time.Second, Settle: 2 * time.Second,
+}
+
+// FullSizes are the issue's sizes (idle 5k, broad U=100/s, selective
+// U=500/s, cold start 100k).
+var FullSizes = Sizes{
+	Idle: 5000, Broad: 1000, BroadRate: 100, Duration: 30 * time.Second,
+	Selective: 1000, SelectiveRate: 500, BurstSubscribers: 1000, BurstUpdates: 5000,
+	Slow: 1000, SlowRate: 100, Reconnect: 1000, Snapshots: 10, ColdStartPods: 100000,
+	Drain: 120 * time.Second, Settle: 2 * time.Second,
+}
+
+// watchArms builds the three arms: gateway, apiserver/json, apiserver/proto.
+func watchArms(env *Env, z Sizes, which ...string) ([]watchArm, error) {
+	var arms []watchArm
+	for _, w := range which {
+		switch w {
+		case ArmGateway:
+			arms = append(arms, newWSArm(env))
+		case ArmJSON:
+			a, err := newJSONArm(env)
+			if err != nil {
+				return nil, err
+			}
+			arms = append(arms, a)
+		case ArmProto:
+			a, err := newProtoArm(env, z.ProtoHTTP2)
+			if err != nil {
+				return nil, err
+			}
+			arms = append(arms, a)
+		}
+	}
+	return arms, nil
+}
+
+func armPID(env *Env, arm string) int {
+	if arm == ArmGateway {
+		return env.GatewayPID
+	}
+	return env.APIServerPID
+}
+
+// writeBaseline measures the CPU kube-apiserver and the gateway spend on
+// plan's writes with no subscribers.
+func writeBaseline(ctx context.Context, env *Env, z Sizes, plan UpdatePlan) (api, gw time.Duration, err error) {
+	a0, err := ReadProc(env.APIServerPID)
+	if err != nil {
+		return 0, 0, err
+	}
+	g0, err := ReadProc(env.GatewayPID)
+	if err != nil {
+		return 0, 0, err
+	}
+	pods := make([]PodKey, env.Workload.Pods)
+	for j := range pods {
+		pods[j] = PodAt(j, len(env.Namespaces))
+	}
+	if _, _, err := Update(ctx, env.Client(), pods, plan); err != nil {
+		return 0, 0, err
+	}
+	// Let the gateway's informer finish with the last events.
+	time.Sleep(z.Settle / 4)
+	a1, err := ReadProc(env.APIServerPID)
+	if err != nil {
+		return 0, 0, err
+	}
+	g1, err := ReadProc(env.GatewayPID)
+	if err != nil {
+		return 0, 0, err
+	}
+	return a1.Sub(a0), g1.Sub(g0), nil
+}
+
+// fanoutScenario runs spec on each arm after a no-subscriber baseline.
+// kube-apiserver's CPU per delivery excludes the baseline (the cost of the
+// writes). The gateway's includes all of its CPU: its informer decoding
+// the events is part of what fan-out through it costs.
+func fanoutScenario(ctx context.Context, env *Env, z Sizes, spec fanoutSpec, arms []string, log io.Writer) ([]Figure, error) {
+	apiBase, _, err := writeBaseline(ctx, env, z, spec.plan)
+	if err != nil {
+		return nil, fmt.Errorf("baseline: %w", err)
+	}
+	fmt.Fprintf(log, "  baseline: %d writes cost kube-apiserver %.2fs CPU\n", spec.plan.Count, apiBase.Seconds())
+	as, err := watchArms(env, z, arms...)
+	if err != nil {
+		return nil, err
+	}
+	var figs []Figure
+	for _, a := range as {
+		base := time.Duration(0)
+		if a.Name() != ArmGateway {
+			base = apiBase
+		}
+		st, err := runFanout(ctx, env, a, spec, armPID(env, a.Name()), base, log)
+		if err != nil {
+			return figs, err
+		}
+		fmt.Fprintf(log, "  %s: %d deliveries, missed %d, duplicated %d, out of order %d, cut off %d\n", a.Name(), st.deliveries, st.missed, st.duplicated, st.reordered, st.cutOff)
+		figs = append(figs, st.figures(spec.scenario, a.Name(), spec.metricSuffix)...)
+	}
+	return figs, nil
+}
+
+func allArms() []string { return []string{ArmGateway, ArmJSON, ArmProto} }
+
+func scenarioBroad(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]Figure, error) {
+	return fanoutScenario(ctx, env, z, fanoutSpec{
+		scenario: "broad", n: z.Broad, drain: z.Drain,
+		plan: UpdatePlan{Count: int(z.BroadRate * z.Duration.Seconds()), Rate: z.BroadRate},
+	}, allArms(), log)
+}
+
+func scenarioSelective(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]Figure, error) {
+	return fanoutScenario(ctx, env, z, fanoutSpec{
+		scenario: "selective", n: z.Selective, selective: true, drain: z.Drain,
+		plan: UpdatePlan{Count: int(z.SelectiveRate * z.Duration.Seconds()), Rate: z.SelectiveRate, Workers: 16},
+	}, allArms(), log)
+}
+
+func scenarioBurst(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]Figure, error) {
+	spec := fanoutSpec{scenario: "burst", n: z.BurstSubscribers, drain: z.Drain,
+		plan: UpdatePlan{Count: z.BurstUpdates, Workers: 64}}
+	return fanoutScenario(ctx, env, z, spec, allArms(), log)
+}
+
+// scenarioSlow runs the same fan-out twice per arm, without and with 1% of
+// the subscribers never reading; healthy subscribers' p99 should not move.
+func scenarioSlow(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]Figure, error) {
+	plan := UpdatePlan{Count: int(z.SlowRate * z.Duration.Seconds()), Rate: z.SlowRate}
+	var figs []Figure
+	for _, slow := range []int{0, max(1, z.Slow/100)} {
+		suffix := " (no slow)"
+		if slow > 0 {
+			suffix = fmt.Sprintf(" (%d never read)", slow)
+		}
+		f, err := fanoutScenario(ctx, env, z, fanoutSpec{scenario: "slow", n: z.Slow, slow: slow, drain: z.Drain, plan: plan, metricSuffix: suffix},
+			[]string{ArmGateway, ArmJSON}, log)
+		for _, x := range f {
+			if strings.HasPrefix(x.Metric, "latency") || strings.HasPrefix(x.Metric, "missed") || strings.HasPrefix(x.Metric, "duplicated") || strings.HasPrefix(x.Metric, "subscribers cut off") {
+				figs = append(figs, x)
+			}
+		}
+		if err != nil {
+			return figs, err
+		}
+	}
+	return figs, nil
+}
+
+// scenarioIdle opens N idle subscribers per arm and reports the serving
+// process's RSS growth per subscriber.
+func scenarioIdle(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]Figure, error) {
+	as, err := watchArms(env, z, allArms()...)
+	if err != nil {
+		return nil, err
+	}
+	var figs []Figure
+	for _, a := range as {
+		pid := armPID(env, a.Name())
+		before, err := settledRSS(pid, z.Settle)
+		if err != nil {
+			return figs, err
+		}
+		subs := make([]*subscriber, z.Idle)
+		for i := range subs {
+			subs[i] = &subscriber{}
+		}
+		rv, err := currentRV(ctx, env.Client())
+		if err != nil {
+			return figs, err
+		}
+		if err := a.Open(ctx, subs, rv); err != nil {
+			a.Close()
+			return figs, fmt.Errorf("%s: open %d idle subscribers: %w", a.Name(), z.Idle, err)
+		}
+		after, err := settledRSS(pid, z.Settle)
+		a.Close()
+		if err != nil {
+			return figs, err
+		}
+		per := float64(after-before) / float64(z.Idle) / 1024
+		fmt.Fprintf(log, "  %s: RSS %.1f -> %.1f MiB with %d idle subscribers: %.1f KiB each\n", a.Name(), mib(before), mib(after), z.Idle, per)
+		figs = append(figs, Figure{"idle", a.Name(), fmt.Sprintf("RSS per idle subscriber (N=%d)", z.Idle), "KiB", per})
+	}
+	return figs, nil
+}
+
+// settledRSS waits for the process to settle, then reads its RSS.
+func settledRSS(pid int, settle time.Duration) (int64, error) {
+	time.Sleep(settle)
+	st, err := ReadProc(pid)
+	return st.RSS, err
+}
+
+// scenarioSnapshot times a new subscriber's first complete view of every
+// Pod: the gateway's snapshot up to END_OF_SNAPSHOT, kube-apiserver's LIST
+// (JSON and protobuf) and its streaming watch list (sendInitialEvents up
+// to the initial-events-end bookmark).
+func scenarioSnapshot(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]Figure, error) {
+	type timer struct {
+		arm string
+		fn  func(context.Context) (int, error)
+	}
+	jc, err := http1Client(env.APIServer)
+	if err != nil {
+		return nil, err
+	}
+	defer jc.CloseIdleConnections()
+	pc, err := kubernetes.NewForConfig(protoConfig(env.APIServer))
+	if err != nil {
+		return nil, err
+	}
+	timers := []timer{
+		{ArmGateway, func(ctx context.Context) (int, error) { return gatewaySnapshot(ctx, env) }},
+		{ArmJSON, func(ctx context.Context) (int, error) {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, env.APIServer.Host+"/api/v1/pods", nil)
+			req.Header.Set("Authorization", "Bearer "+env.APIServer.BearerToken)
+			resp, err := jc.Do(req)
+			if err != nil {
+				return 0, err
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			return bytes.Count(b, []byte(`{"metadata":{"name":"web-`)), err
+		}},
+		{ArmProto, func(ctx context.Context) (int, error) {
+			l, err := pc.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return 0, err
+			}
+			return len(l.Items), nil
+		}},
+		{ArmJSON + " watchlist", func(ctx context.Context) (int, error) { return watchListSnapshot(ctx, env, jc) }},
+	}
+	var figs []Figure
+	for _, t := range timers {
+		var ds []time.Duration
+		for range z.Snapshots {
+			t0 := time.Now()
+			n, err := t.fn(ctx)
+			d := time.Since(t0)
+			if err != nil {
+				return figs, fmt.Errorf("%s snapshot: %w", t.arm, err)
+			}
+			if n != env.Workload.Pods {
+				return figs, fmt.Errorf("%s snapshot: %d pods, want %d", t.arm, n, env.Workload.Pods)
+			}
+			ds = append(ds, d)
+		}
+		slices.Sort(ds)
+		fmt.Fprintf(log, "  %s: snapshot of %d pods: median %v, max %v\n", t.arm, env.Workload.Pods, ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
+		metric := fmt.Sprintf("time to snapshot of %d pods", env.Workload.Pods)
+		arm := t.arm
+		figs = append(figs,
+			Figure{"snapshot", arm, metric + " (median)", "ms", float64(ds[len(ds)/2]) / 1e6},
+			Figure{"snapshot", arm, metric + " (max)", "ms", float64(ds[len(ds)-1]) / 1e6})
+	}
+	return figs, nil
+}
+
+// gatewaySnapshot subscribes to every Pod on a new socket and counts ADDED
+// frames until END_OF_SNAPSHOT.
+func gatewaySnapshot(ctx context.Context, env *Env) (int, error) {
+	u := strings.Replace(env.GatewayURL, "http://", "ws://", 1) + "/ws"
+	c, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{Subprotocols: []string{"kubegate.v1"}})
+	if err != nil {
+		return 0, err
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(-1)
+	if err := c.Write(ctx, websocket.MessageText, []byte(`{"type":"subscribe","id":"snap","resource":"pods"}`)); err != nil {
+		return 0, err
+	}
+	var buf bytes.Buffer
+	n, done := 0, false
+	for !done {
+		_, r, err := c.Reader(ctx)
+		if err != nil {
+			return n, err
+		}
+		buf.Reset()
+		if _, err := buf.ReadFrom(r); err != nil {
+			return n, err
+		}
+		var ferr error
+		if err := scanFrames(buf.Bytes(), func(typ, id, rv []byte) {
+			switch string(typ) {
+			case "ADDED":
+				n++
+			case "END_OF_SNAPSHOT":
+				done = true
+			case "error", "RESET":
+				ferr = fmt.Errorf("%s frame: %.300s", typ, buf.Bytes())
+			}
+		}); err != nil {
+			return n, err
+		}
+		if ferr != nil {
+			return n, ferr
+		}
+	}
+	return n, nil
+}
+
+// protoConfig is cfg asking for protobuf, as client-go programs for
+// built-in types do.
+func protoConfig(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.ContentType = "application/vnd.kubernetes.protobuf"
+	c.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	return c
+}
+
+// watchListSnapshot is kube-apiserver's streaming list: a watch with
+// sendInitialEvents that ends its initial ADDED events with a bookmark
+// annotated k8s.io/initial-events-end.
+func watchListSnapshot(ctx context.Context, env *Env, client *http.Client) (int, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, env.APIServer.Host+
+		"/api/v1/pods?watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan", nil)
+	req.Header.Set("Authorization", "Bearer "+env.APIServer.BearerToken)
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return 0, fmt.Errorf("%s: %s", resp.Status, b)
+	}
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	n := 0
+	for {
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			return n, err
+		}
+		typ, _, ok := scanWatchEvent(line)
+		if !ok {
+			return n, fmt.Errorf("bad event %.200s", line)
+		}
+		switch string(typ) {
+		case "ADDED":
+			n++
+		case "BOOKMARK":
+			if bytes.Contains(line, []byte(`"k8s.io/initial-events-end":"true"`)) {
+				return n, nil
+			}
+		case "ERROR":
+			return n, fmt.Errorf("watch error: %.300s", line)
+		}
+	}
+}
+
+// apiserverRequests sums kube-apiserver's apiserver_request_total for
+// Pods. A watch is counted when it ends.
+func apiserverRequests(ctx context.Context, env *Env) (float64, error) {
+	b, err := env.Client().CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, err
+	}
+	sum := 0.0
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `resource="pods"`) {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err == nil {
+			sum += v
+		}
+	}
+	return sum, nil
+}
