@@ -443,3 +443,35 @@ func TestShutdownDrains(t *testing.T) {
 	}
 	rcv.none()
 }
+
+// Events still buffered in the listener at shutdown (behind one being
+// retried) are part of the queue: the drain tries them too, in order, and
+// counts the ones it cannot deliver.
+func TestShutdownDrainsBufferedEvents(t *testing.T) {
+	rcv := newReceiver(t, time.Now)
+	rcv.setRespond(func(n int, w http.ResponseWriter) {
+		if n == 1 || n == 4 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	h := start(t, hookConfig(t, "a", rcv.srv.URL))
+	src := h.source("a", 0)
+	src.push(note(informer.Added, "x", 1))
+	first := rcv.next()
+	eventually(t, "a retry timer", h.clock.HasWaiters)
+	src.push(note(informer.Added, "y", 2), note(informer.Added, "z", 3)) // buffered behind x
+	h.stop()
+	for _, want := range []string{"x", "y", "z"} {
+		ce := decode(t, rcv.next())
+		if !strings.HasSuffix(ce.Subject, "/"+want) {
+			t.Fatalf("drain sent %s, want %s", ce.Subject, want)
+		}
+		if want == "x" && ce.ID != first.header.Get(HeaderID) {
+			t.Fatal("drain did not retry the pending event first")
+		}
+	}
+	if h.metric("a", outcomeDelivered) != 2 || h.metric("a", outcomeShutdown) != 1 {
+		t.Fatalf("delivered = %v, shutdown = %v; want 2 and 1 (z failed)", h.metric("a", outcomeDelivered), h.metric("a", outcomeShutdown))
+	}
+	rcv.none()
+}

@@ -80,7 +80,7 @@ const maxResponseBody = 64 << 10
 func (h *hook) name() string { return h.cfg.Name }
 
 // run delivers until ctx ends, then spends at most h.drain trying once
-// each to deliver the events it has already taken.
+// each to deliver the events it has taken or its listeners still buffer.
 func (h *hook) run(ctx context.Context) {
 	defer close(h.done)
 	defer h.client.CloseIdleConnections()
@@ -120,10 +120,14 @@ func (h *hook) run(ctx context.Context) {
 		pending = pending[1:]
 		h.updateQueue(len(pending))
 	}
+	// What the listeners still buffer is queued too: take it, so the
+	// drain tries it after the events taken earlier and counts what it
+	// cannot send, instead of dropping it unreported with the listeners.
+	pending, _ = h.pop(pending, buf)
 	h.drainPending(ctx, pending)
 }
 
-// drainPending tries each taken event once more, within h.drain.
+// drainPending tries each queued event once more, in order, within h.drain.
 func (h *hook) drainPending(ctx context.Context, pending []event) {
 	if len(pending) == 0 {
 		return
