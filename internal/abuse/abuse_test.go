@@ -29,10 +29,13 @@ func TestClientsThatDoNotRead(t *testing.T) {
 	const n = 10 // clients of each kind
 	big := bigNamespace(t, 8, 900<<10)
 	s := newScene(t, gatewayOptions{ws: func(o *ws.Options) {
-		// Writes start at once and time out first; pings start after 1s
-		// and time out 2s later, so each kind has one expected reason.
+		// Writes start as soon as a subscription does and time out 1s
+		// later; pings start after 5s and time out 2s later. So clients
+		// with data are dropped by the write timeout, unless starting the
+		// subscription took over 5s (a machine under heavy load), and
+		// idle ones by the pong timeout.
 		o.WriteTimeout = time.Second
-		o.PingInterval = time.Second
+		o.PingInterval = 5 * time.Second
 		o.PongTimeout = 2 * time.Second
 	}})
 	g := s.g
@@ -92,8 +95,11 @@ func TestClientsThatDoNotRead(t *testing.T) {
 		t.Fatalf("%v of %d clients dropped", dropped(), 3*n)
 	}
 	t.Logf("the slow clients read %d bytes, one per poll, before they were dropped", read)
-	if wt, pt := g.metric(t, "kubegate_ws_closes_total", "reason", "write_timeout"), g.metric(t, "kubegate_ws_closes_total", "reason", "pong_timeout"); wt != 2*n || pt != n {
-		t.Fatalf("closes: %v write_timeout, %v pong_timeout; want %d and %d", wt, pt, 2*n, n)
+	wt, pt := g.metric(t, "kubegate_ws_closes_total", "reason", "write_timeout"), g.metric(t, "kubegate_ws_closes_total", "reason", "pong_timeout")
+	t.Logf("dropped: %v by the write timeout, %v by the pong timeout", wt, pt)
+	if wt+pt != 3*n || pt < n || wt == 0 {
+		t.Fatalf("closes: %v write_timeout, %v pong_timeout; want %d in all, at least %d by the pong timeout (the idle clients) and some by the write timeout",
+			wt, pt, 3*n, n)
 	}
 	// Each client finds its connection ended once it reads what its
 	// buffers still hold.
