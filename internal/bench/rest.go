@@ -42,8 +42,8 @@ type RESTOptions struct {
 	Reps int
 	// CaseBudget ends a case's repetitions on one arm early, once at least
 	// 3 have run and this much time has passed since the first, so the
-	// slow arm (kube-apiserver lists 10k Pods in about a second) does not
-	// stretch the run. Default 6s.
+	// slow arm (kube-apiserver takes seconds to list 10k Pods) does not
+	// stretch the run. Default 4s.
 	CaseBudget time.Duration
 	// Concurrency is how many lists of a case are in flight at once.
 	// Default 1: sequential, so a latency is one list's own.
@@ -64,7 +64,7 @@ func (o RESTOptions) withDefaults() RESTOptions {
 		o.Reps = 20
 	}
 	if o.CaseBudget <= 0 {
-		o.CaseBudget = 6 * time.Second
+		o.CaseBudget = 4 * time.Second
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = 1
