@@ -24,17 +24,38 @@ import (
 	"kubegate/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m, testenv.Options{}) }
+func TestMain(m *testing.M) {
+	code := testenv.Run(m, testenv.Options{})
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
 
-// gatewayBinary builds the gateway once per test binary run.
+var (
+	buildOnce sync.Once
+	binDir    string // set once by gatewayBinary; TestMain removes it
+	binPath   string
+	buildErr  error
+)
+
+// gatewayBinary builds the gateway once per test binary run: a link takes
+// seconds, many more on a busy machine.
 func gatewayBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "gateway")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	buildOnce.Do(func() {
+		if binDir, buildErr = os.MkdirTemp("", "kubegate-gateway-test-"); buildErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "gateway")
+		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
 	}
-	return bin
+	return binPath
 }
 
 func freeAddr(t *testing.T) string {

@@ -150,9 +150,16 @@ func TestListServerErrorsBackOff(t *testing.T) {
 		}
 	}
 	failed := faulted(after, start)
-	// The first delay runs from the cut, which the informer answers with
-	// a new list-and-watch cycle (not a request of its own).
-	b := append([]time.Time{start}, bursts(after)...)
+	// The first delay runs from the cut. The reflector answers a broken
+	// watch by ending its cycle (no request of its own) or, when the
+	// stream ended cleanly, by watching again at once; either way the
+	// backoff starts there.
+	b := bursts(after)
+	if len(after) > 0 && after[0].kind == kindWatch {
+		b[0] = after[0].at
+	} else {
+		b = append([]time.Time{start}, b...)
+	}
 	g := gaps(b)
 	t.Logf("500 for %s: %d requests (%d list, %d watch-list, %d watch) in %d cycles; gaps between cycles %s; ready %s after the errors stopped",
 		end.Sub(start).Round(10*time.Millisecond), len(failed), countKind(failed, kindList), countKind(failed, kindWatchList),

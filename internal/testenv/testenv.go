@@ -68,6 +68,10 @@ func Main(m *testing.M, opts Options) {
 	os.Exit(run(m, opts))
 }
 
+// Run is Main without the exit: it returns the exit code, for a TestMain
+// that has its own cleanup to do afterwards.
+func Run(m *testing.M, opts Options) int { return run(m, opts) }
+
 func run(m *testing.M, opts Options) int {
 	if opts.Log == nil && os.Getenv("KUBEGATE_TEST_CONTROLPLANE_LOG") != "" {
 		opts.Log = os.Stderr
