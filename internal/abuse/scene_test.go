@@ -18,7 +18,7 @@ import (
 )
 
 // bystander is a well-behaved subscriber on the gateway under abuse. A
-// producer goroutine updates one ConfigMap every 20ms with an increasing
+// producer goroutine updates one ConfigMap every 50ms with an increasing
 // counter; a reader goroutine checks that every update arrives, once and
 // in order. checkpoint waits until everything produced so far has
 // arrived. Both goroutines end in stop.
@@ -84,7 +84,7 @@ func startBystander(t *testing.T, g *gateway) *bystander {
 	b.cancel = cancel
 	go func() {
 		defer close(b.producer)
-		tick := time.NewTicker(20 * time.Millisecond) // the change rate, not a synchronisation
+		tick := time.NewTicker(50 * time.Millisecond) // the change rate, not a synchronisation
 		defer tick.Stop()
 		for n := int64(1); ; n++ {
 			select {
@@ -180,7 +180,10 @@ func newScene(t *testing.T, o gatewayOptions) *scene {
 func (s *scene) finish(t *testing.T, attached figures) (peak figures) {
 	t.Helper()
 	n := s.by.checkpoint(t)
-	eventually(t, "only the bystander's socket to be left", func() bool { return s.g.ws.Sockets() == 1 })
+	eventually(t, "only the bystander's socket, subscription and listener to be left", func() bool {
+		return s.g.ws.Sockets() == 1 && s.g.metric(t, "kubegate_ws_subscriptions") == 1 &&
+			s.g.metric(t, "kubegate_listener_active") == 1
+	})
 	after := settle(t, s.base, afterTolerance)
 	peak = s.peak.stop()
 	report(t, s.base, attached, peak, after)

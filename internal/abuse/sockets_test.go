@@ -169,7 +169,9 @@ func TestThousandSocketsFromOneIdentity(t *testing.T) {
 	}
 	_ = bob.c.Close(websocket.StatusNormalClosure, "")
 	readers.Wait()
-	eventually(t, "every socket to be gone", func() bool { return g.ws.Sockets() == 0 })
+	eventually(t, "every socket and listener to be gone", func() bool {
+		return g.ws.Sockets() == 0 && g.metric(t, "kubegate_listener_active") == 0
+	})
 	after := settle(t, base, afterTolerance)
 	report(t, base, during, peak.stop(), after)
 }
