@@ -58,14 +58,28 @@ type subscriber struct {
 
 // counters are the clients' totals, shared by all subscribers.
 type counters struct {
-	joins, leaves, dialErrors, reconnects    atomic.Int64
-	events, syncs                            atomic.Int64
-	resetOverflow, resetExpired, resetReauth atomic.Int64
-	ended403, ended503, endedOther, refused  atomic.Int64
-	serverCloses, slowCloses                 atomic.Int64
-	webhookOK, webhookFailed, webhookBadSig  atomic.Int64
-	ops, opErrors, restarts, rbacFlips       atomic.Int64
-	protocolErrors                           atomic.Int64
+	joins, leaves, dialErrors, reconnects             atomic.Int64
+	events, syncs                                     atomic.Int64
+	resetOverflow, resetExpired, resetReauth          atomic.Int64
+	ended401, ended403, ended503, endedOther, refused atomic.Int64
+	serverCloses, slowCloses                          atomic.Int64
+	webhookOK, webhookFailed, webhookBadSig           atomic.Int64
+	ops, opErrors, restarts, rbacFlips                atomic.Int64
+	protocolErrors                                    atomic.Int64
+
+	mu         sync.Mutex    // guards otherCodes
+	otherCodes map[int]int64 // status code → subscriptions ended with it (not 401/403/503)
+}
+
+// noteOther records the status code of a subscription ended for another
+// reason than 401, 403 or 503.
+func (c *counters) noteOther(code int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.otherCodes == nil {
+		c.otherCodes = map[int]int64{}
+	}
+	c.otherCodes[code]++
 }
 
 func newSubscriber(name string, k kind, token, namespace, selector string, c *counters) *subscriber {
@@ -103,7 +117,7 @@ func (s *subscriber) connect(ctx context.Context, url string, wg *sync.WaitGroup
 		HTTPHeader:   http.Header{"Authorization": {"Bearer " + s.token}},
 	}
 	if s.limiter != nil {
-		d := &net.Dialer{Control: smallReceiveBuffer}
+		d := &net.Dialer{Control: slowSocket}
 		opts.HTTPClient = &http.Client{Transport: &http.Transport{
 			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 				c, err := d.DialContext(ctx, network, addr)
@@ -260,12 +274,15 @@ func (s *subscriber) apply(f *frame) {
 		case f.Ended:
 			s.active = false
 			switch code {
+			case 401:
+				s.counters.ended401.Add(1)
 			case 403:
 				s.counters.ended403.Add(1)
 			case 503:
 				s.counters.ended503.Add(1)
 			default:
 				s.counters.endedOther.Add(1)
+				s.counters.noteOther(code)
 			}
 		case f.Request == "subscribe":
 			s.pending = false

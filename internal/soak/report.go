@@ -62,7 +62,9 @@ type Report struct {
 // Totals are the client counters at the end, by detail.
 type Totals struct {
 	ResetOverflow, ResetExpired, ResetReauthorized int64
-	Ended403, Ended503, EndedOther, Refused        int64
+	Ended401, Ended403, Ended503, EndedOther       int64
+	EndedOtherCodes                                map[int]int64 `json:",omitempty"`
+	Refused                                        int64
 	SlowConsumerCloses                             int64
 	WebhookDelivered, WebhookFailed, WebhookBadSig int64
 	ProtocolErrors                                 int64

@@ -41,7 +41,7 @@ type Options struct {
 	// Interval is the sampling period. Default Duration/15, within [2s, 30s].
 	Interval time.Duration
 	// RestartEvery is the kube-apiserver restart period. Default
-	// min(Duration/2, 5m): one restart in a short run.
+	// min(Duration/2, 3m): one restart in a short run.
 	RestartEvery time.Duration
 	// RBACEvery is how often the viewer's RoleBinding in the flipped
 	// namespace is revoked or granted. Default 10s.
@@ -57,7 +57,8 @@ type Options struct {
 	// Namespaces and ObjectsPerNamespace size the workload. Defaults 4, 25.
 	Namespaces          int
 	ObjectsPerNamespace int
-	// SlowReadBytes is the read rate of slow subscribers. Default 1024/s.
+	// SlowReadBytes is the read rate of the crawling slow subscribers;
+	// the lagging ones read 16 times faster. Default 1024 bytes/s.
 	SlowReadBytes int
 	// ConvergeTimeout bounds the final wait for every view to equal the
 	// apiserver's state. Default 90s.
@@ -76,7 +77,7 @@ func (o Options) withDefaults() Options {
 		o.Interval = min(max(o.Duration/15, 2*time.Second), 30*time.Second)
 	}
 	if o.RestartEvery <= 0 {
-		o.RestartEvery = min(o.Duration/2, 5*time.Minute)
+		o.RestartEvery = min(o.Duration/2, 3*time.Minute)
 	}
 	if o.RBACEvery <= 0 {
 		o.RBACEvery = 10 * time.Second
@@ -236,11 +237,9 @@ func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 	}
 
 	rep = &Report{Duration: o.Duration}
-	idle, err := r.gw.scrape(ctx, r.hc)
-	if err != nil {
+	if rep.IdleGoroutines, err = r.warmUp(ctx); err != nil {
 		return nil, err
 	}
-	rep.IdleGoroutines = int64(idle.get("go_goroutines"))
 	r.start = time.Now()
 	rep.Start = r.start
 	o.Logf("soak: gateway ready (%d goroutines idle); load for %s, sample every %s, apiserver restart every %s",
@@ -272,11 +271,20 @@ func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 	r.checkFlat(rep)
 	rep.Totals = Totals{
 		ResetOverflow: r.c.resetOverflow.Load(), ResetExpired: r.c.resetExpired.Load(), ResetReauthorized: r.c.resetReauth.Load(),
-		Ended403: r.c.ended403.Load(), Ended503: r.c.ended503.Load(), EndedOther: r.c.endedOther.Load(), Refused: r.c.refused.Load(),
+		Ended401: r.c.ended401.Load(), Ended403: r.c.ended403.Load(), Ended503: r.c.ended503.Load(), EndedOther: r.c.endedOther.Load(),
+		Refused:            r.c.refused.Load(),
 		SlowConsumerCloses: r.c.slowCloses.Load(),
 		WebhookDelivered:   r.c.webhookOK.Load(), WebhookFailed: r.c.webhookFailed.Load(), WebhookBadSig: r.c.webhookBadSig.Load(),
 		ProtocolErrors: r.c.protocolErrors.Load(),
 	}
+	r.c.mu.Lock()
+	for code, n := range r.c.otherCodes {
+		if rep.Totals.EndedOtherCodes == nil {
+			rep.Totals.EndedOtherCodes = map[int]int64{}
+		}
+		rep.Totals.EndedOtherCodes[code] = n
+	}
+	r.c.mu.Unlock()
 	if n := r.c.webhookBadSig.Load(); n > 0 {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("%d webhook requests had a bad signature", n))
 	}
@@ -284,6 +292,52 @@ func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("%d frames or webhook bodies could not be understood", n))
 	}
 	return rep, nil
+}
+
+// warmUp subscribes once as each user and leaves again, so that what
+// the first client starts for good (connections to the apiserver for
+// reviews, the namespace scan) exists, then returns the gateway's
+// goroutine count once it is steady: the idle count that goroutines must
+// return to at the end.
+func (r *run) warmUp(ctx context.Context) (int64, error) {
+	warm := []*subscriber{
+		newSubscriber("warm-admin", kindAll, r.adminTok, "", managedBy, &r.c),
+		newSubscriber("warm-viewer", kindViewerAll, r.viewerTok, "", managedBy, &r.c),
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		done := true
+		for _, s := range warm {
+			if !s.connected() {
+				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				_ = s.connect(cctx, r.wsURL, &r.wg)
+				cancel()
+			}
+			_, complete := s.view()
+			done = done && complete
+		}
+		return done, nil
+	})
+	for _, s := range warm {
+		s.leave()
+	}
+	r.wg.Wait()
+	if err != nil {
+		return 0, fmt.Errorf("warm-up subscriptions: %w: %s; %s", err, warm[0].status(), warm[1].status())
+	}
+	var last []int64
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		m, err := r.gw.scrape(ctx, r.hc)
+		if err != nil {
+			return false, nil
+		}
+		last = append(last, int64(m.get("go_goroutines")))
+		n := len(last)
+		return n >= 4 && last[n-1] == last[n-2] && last[n-2] == last[n-3] && last[n-3] == last[n-4], nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("gateway goroutines not steady after the warm-up: %v", last)
+	}
+	return last[len(last)-1], nil
 }
 
 // setupCluster creates the namespaces and the viewer's Role and
@@ -398,7 +452,13 @@ func (r *run) newSub(k kind) *subscriber {
 	}
 	s := newSubscriber(name, k, tok, ns, sel, &r.c)
 	if k == kindSlow {
-		s.limiter = rate.NewLimiter(rate.Limit(r.opts.SlowReadBytes), 1024)
+		// Alternately a crawling reader, which can never keep up, and a
+		// lagging one (16x faster), which falls behind in bursts.
+		bps := r.opts.SlowReadBytes
+		if r.nextID%2 == 0 {
+			bps *= 16
+		}
+		s.limiter = rate.NewLimiter(rate.Limit(bps), 1024)
 	}
 	r.c.joins.Add(1)
 	return s
@@ -665,7 +725,7 @@ func (r *run) takeSample(ctx context.Context) (Sample, error) {
 		Ops:       r.c.ops.Load(), OpErrors: r.c.opErrors.Load(), Events: r.c.events.Load(),
 		Joins: r.c.joins.Load(), Leaves: r.c.leaves.Load(),
 		Resets: r.c.resetOverflow.Load() + r.c.resetExpired.Load() + r.c.resetReauth.Load(),
-		Ended:  r.c.ended403.Load() + r.c.ended503.Load() + r.c.endedOther.Load(),
+		Ended:  r.c.ended401.Load() + r.c.ended403.Load() + r.c.ended503.Load() + r.c.endedOther.Load(),
 		Closes: r.c.serverCloses.Load(), DialErrors: r.c.dialErrors.Load(),
 		Restarts: r.c.restarts.Load(), RBACFlips: r.c.rbacFlips.Load(),
 	}, nil

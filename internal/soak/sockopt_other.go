@@ -4,5 +4,5 @@ package soak
 
 import "syscall"
 
-// smallReceiveBuffer leaves the socket as it is outside Linux.
-func smallReceiveBuffer(_, _ string, _ syscall.RawConn) error { return nil }
+// slowSocket leaves the socket as it is outside Linux.
+func slowSocket(_, _ string, _ syscall.RawConn) error { return nil }
