@@ -136,13 +136,18 @@ func run(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
+	// Webhook drains and WebSocket close handshakes run alongside the HTTP
+	// server's shutdown; half the shutdown timeout, at most 5s, keeps the
+	// whole within it.
+	grace := min(5*time.Second, time.Duration(cfg.ShutdownTimeout)/2)
 	hooks, err := webhook.New(webhook.Options{
-		Resources:  mgr,
-		Webhooks:   cfg.Webhooks,
-		Source:     kc.Host,
-		MaxBytes:   cfg.Cache.ListenerMaxBytes,
-		Logger:     log.Named("webhook"),
-		Registerer: reg,
+		Resources:    mgr,
+		Webhooks:     cfg.Webhooks,
+		Source:       kc.Host,
+		MaxBytes:     cfg.Cache.ListenerMaxBytes,
+		DrainTimeout: grace,
+		Logger:       log.Named("webhook"),
+		Registerer:   reg,
 	})
 	if err != nil {
 		return err
@@ -170,6 +175,7 @@ func run(ctx context.Context, cfg config.Config) error {
 		MaxMessageBytes:           wsc.MaxMessageBytes,
 		ListenerMaxEvents:         cfg.Cache.ListenerMaxEvents,
 		ListenerMaxBytes:          cfg.Cache.ListenerMaxBytes,
+		ShutdownGrace:             grace,
 	})
 	if err != nil {
 		return err

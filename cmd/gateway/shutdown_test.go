@@ -36,11 +36,12 @@ const (
 	shutdownWatches = 10 // HTTP watch streams
 	shutdownBacklog = 40 // webhook events queued when SIGTERM arrives
 	// The receiver takes this long per event once it accepts them, so the
-	// backlog needs 8s: more than the webhook drain (5s), less than the
-	// shutdown timeout below.
+	// backlog needs 8s: more than the webhook drain.
 	receiverLatency = 200 * time.Millisecond
-	drainTimeout    = 5 * time.Second // webhook.Options.DrainTimeout's default
-	shutdownTimeout = 8 * time.Second
+	// Below the default 15s, so the drain (half of it, at most 5s) must
+	// follow it for the exit to come in time.
+	shutdownTimeout = 4 * time.Second
+	drainTimeout    = shutdownTimeout / 2
 )
 
 // slowReceiver is a webhook receiver that answers 503 until accept is
@@ -104,9 +105,9 @@ type subscriberEnd struct {
 // updates flow to WebSocket subscribers and HTTP watches and a webhook's
 // receiver has a backlog it is slow to take: every socket gets close 1001,
 // every watch ends cleanly (the chunked body is terminated, no reset), the
-// webhook drain stops within its 5s bound with every queued event either
-// delivered or counted as undelivered in the log, and the process exits 0
-// within its shutdown timeout.
+// webhook drain stops within its bound (half the shutdown timeout) with
+// every queued event either delivered or counted as undelivered in the
+// log, and the process exits 0 within its shutdown timeout.
 func TestShutdownUnderLoad(t *testing.T) {
 	env := testenv.Get(t)
 	dir := t.TempDir()

@@ -23,7 +23,8 @@ type Config struct {
 	Kubeconfig string `json:"kubeconfig,omitempty"`
 	// Listen is the HTTP listen address. Default 127.0.0.1:8080.
 	Listen string `json:"listen,omitempty"`
-	// ShutdownTimeout bounds graceful shutdown. Default 15s.
+	// ShutdownTimeout bounds graceful shutdown. Webhook drains and
+	// WebSocket close handshakes get half of it, at most 5s. Default 15s.
 	ShutdownTimeout Duration  `json:"shutdownTimeout,omitempty"`
 	Log             Log       `json:"log"`
 	Cache           Cache     `json:"cache"`
