@@ -3,15 +3,19 @@ package httpapi
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"kubegate/internal/testenv"
 )
@@ -218,7 +223,7 @@ func TestKubectl(t *testing.T) {
 		t.Errorf("get pods -A -o wide:\n%s", out)
 	}
 	out = run("get", "pods", "-n", ns, "-o", "wide")
-	if !regexpLine(out, "NAME", "NAMESPACE", "AGE") || !regexpLine(out, "web-1", ns) {
+	if !regexpLine(out, "NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE") || !regexpLine(out, "web-1", "0/1", "Pending") {
 		t.Errorf("get pods -n -o wide:\n%s", out)
 	}
 	out = run("get", "pods", "-n", ns, "-l", "app=web")
@@ -375,4 +380,156 @@ func TestKubectlCustomResourcesAndWatch(t *testing.T) {
 			t.Fatalf("kubectl get -w never printed watched-1: %s", stderr.String())
 		}
 	}
+}
+
+// TestKubectlTablesMatchAPIServer runs `kubectl get` for the resources
+// with built-in printers against the gateway and against the apiserver
+// directly: the headers must be the same, and so must every cell but the
+// ages (the two compute those a moment apart).
+func TestKubectlTablesMatchAPIServer(t *testing.T) {
+	home, _ := os.UserHomeDir()
+	kubectl := filepath.Join(home, ".cache/kubegate/k8s-v1.37.2/kubectl")
+	if _, err := os.Stat(kubectl); err != nil {
+		t.Skipf("kubectl not built: %v", err)
+	}
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	ctx := t.Context()
+	createPod(t, env.Client, ns, "web-1", map[string]string{"app": "web"})
+	labels := map[string]string{"app": "web"}
+	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(env.Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl}},
+		metav1.CreateOptions{}))
+	must(env.Client.AppsV1().ReplicaSets(ns).Create(ctx, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-1"},
+		Spec: appsv1.ReplicaSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl}}, metav1.CreateOptions{}))
+	must(env.Client.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{}))
+	must(env.Client.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "ext"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "db.example.com"}}, metav1.CreateOptions{}))
+	createConfigMaps(t, env.Client, ns, nil, "settings")
+	must(env.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds"},
+		StringData: map[string]string{"user": "u", "pass": "p"}}, metav1.CreateOptions{}))
+	must(env.Client.CoreV1().Events(ns).Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "web-1.1"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "web-1"}, Type: "Warning", Reason: "BackOff",
+		Message: "Back-off restarting", Count: 3, Source: corev1.EventSource{Component: "kubelet", Host: "n1"},
+		FirstTimestamp: metav1.NewTime(time.Now().Add(-time.Hour)), LastTimestamp: metav1.NewTime(time.Now().Add(-time.Minute))},
+		metav1.CreateOptions{}))
+	node := ns + "-node"
+	must(env.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node,
+		Labels: map[string]string{"node-role.kubernetes.io/worker": ""}}}, metav1.CreateOptions{}))
+	t.Cleanup(func() { _ = env.Client.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
+
+	gw := startGateway(t, nil)
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := env.CP.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	run := func(server bool, args ...string) string {
+		t.Helper()
+		cfg := kubeconfig
+		if !server {
+			args = append([]string{"--server", gw}, args...)
+			cfg = filepath.Join(dir, "none")
+		}
+		args = append([]string{"--cache-dir", filepath.Join(dir, "cache"), "--request-timeout", "30s"}, args...)
+		cmd := exec.CommandContext(ctx, kubectl, args...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+cfg, "HOME="+dir)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args, " "), err, out.String(), errb.String())
+		}
+		return out.String()
+	}
+	for _, args := range [][]string{
+		{"get", "pods", "-n", ns},
+		{"get", "pods", "-n", ns, "-o", "wide"},
+		{"get", "deployments", "-n", ns},
+		{"get", "deployments", "-n", ns, "-o", "wide"},
+		{"get", "replicasets", "-n", ns, "-o", "wide"},
+		{"get", "services", "-n", ns},
+		{"get", "services", "-n", ns, "-o", "wide"},
+		{"get", "configmaps", "-n", ns, "settings"},
+		{"get", "secrets", "-n", ns, "creds"},
+		{"get", "namespaces", ns},
+		{"get", "nodes", node},
+		{"get", "nodes", node, "-o", "wide"},
+		{"get", "events", "-n", ns},
+		{"get", "events", "-n", ns, "-o", "wide"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			want := run(true, args...)
+			var got string
+			// The gateway's cache may trail the writes above by a moment.
+			eventually(t, "the gateway to list as many rows as the apiserver", func() bool {
+				got = run(false, args...)
+				return strings.Count(got, "\n") >= strings.Count(want, "\n")
+			})
+			wantHeader, wantRows := tableCells(want)
+			gotHeader, gotRows := tableCells(got)
+			if diff := cmp.Diff(wantHeader, gotHeader); diff != "" {
+				t.Errorf("header (-apiserver +gateway):\n%s\napiserver:\n%sgateway:\n%s", diff, want, got)
+			}
+			if diff := cmp.Diff(wantRows, gotRows); diff != "" {
+				t.Errorf("rows (-apiserver +gateway):\n%s\napiserver:\n%sgateway:\n%s", diff, want, got)
+			}
+		})
+	}
+	// Cluster-wide, kubectl adds NAMESPACE in front of the same columns.
+	want, _ := tableCells(run(true, "get", "pods", "-A", "-o", "wide"))
+	got, _ := tableCells(run(false, "get", "pods", "-A", "-o", "wide"))
+	if !slices.Equal(want, got) {
+		t.Errorf("get pods -A -o wide header: apiserver %q, gateway %q", want, got)
+	}
+}
+
+// tableCells splits kubectl's table output into the header's column names
+// and the rows' cells by the columns' offsets in the header, leaving out
+// the age columns.
+func tableCells(out string) ([]string, []map[string]string) {
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	type column struct {
+		name       string
+		start, end int
+	}
+	var cols []column
+	for _, loc := range regexp.MustCompile(`\S+( \S+)*`).FindAllStringIndex(lines[0], -1) {
+		cols = append(cols, column{name: lines[0][loc[0]:loc[1]], start: loc[0]})
+	}
+	var header []string
+	for i := range cols {
+		header = append(header, cols[i].name)
+		cols[i].end = -1
+		if i+1 < len(cols) {
+			cols[i].end = cols[i+1].start
+		}
+	}
+	var rows []map[string]string
+	for _, l := range lines[1:] {
+		row := map[string]string{}
+		for _, c := range cols {
+			switch c.name {
+			case "AGE", "LAST SEEN", "FIRST SEEN":
+				continue
+			}
+			end := c.end
+			if end < 0 || end > len(l) {
+				end = len(l)
+			}
+			if c.start < len(l) {
+				row[c.name] = strings.TrimSpace(l[c.start:end])
+			}
+		}
+		rows = append(rows, row)
+	}
+	return header, rows
 }

@@ -338,11 +338,30 @@ func TestRESTListAndGet(t *testing.T) {
 		for _, c := range tbl.ColumnDefinitions {
 			cols = append(cols, c.Name)
 		}
-		if !slices.Equal(cols, []string{"Name", "Namespace", "Age"}) || len(tbl.Rows) != 3 ||
-			tbl.Rows[0].Cells[0] != "cm-0" || tbl.Rows[0].Cells[1] != ns {
+		// ConfigMaps have kube-apiserver's columns (see printers.go).
+		if !slices.Equal(cols, []string{"Name", "Data", "Age"}) || len(tbl.Rows) != 3 ||
+			tbl.Rows[0].Cells[0] != "cm-0" || tbl.Rows[0].Cells[1] != float64(1) {
 			t.Fatalf("table: %s", r.body)
 		}
-		r = do(t, "GET", gw+"/api/v1/configmaps?labelSelector=app%3Dx", "Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+		// Resources without them get Name, Namespace (in one namespace)
+		// and Age.
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "sa-0"}}
+		if _, err := env.Client.CoreV1().ServiceAccounts(ns).Create(t.Context(), sa, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var generic metav1.Table
+		eventually(t, "sa-0 in the cache", func() bool {
+			r := do(t, "GET", gw+"/api/v1/namespaces/"+ns+"/serviceaccounts", "Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+			return r.code == 200 && json.Unmarshal(r.body, &generic) == nil && len(generic.Rows) > 0
+		})
+		cols = nil
+		for _, c := range generic.ColumnDefinitions {
+			cols = append(cols, c.Name)
+		}
+		if !slices.Equal(cols, []string{"Name", "Namespace", "Age"}) || generic.Rows[0].Cells[0] != "sa-0" || generic.Rows[0].Cells[1] != ns {
+			t.Errorf("generic table: %v %v", cols, generic.Rows)
+		}
+		r = do(t, "GET", gw+"/api/v1/serviceaccounts", "Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
 		var all metav1.Table
 		if r.code != 200 || json.Unmarshal(r.body, &all) != nil || len(all.ColumnDefinitions) != 2 || all.ColumnDefinitions[1].Name != "Age" {
 			t.Errorf("cluster-wide table: want Name, Age (kubectl -A adds NAMESPACE): %.300s", r.body)

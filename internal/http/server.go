@@ -69,7 +69,8 @@ type Options struct {
 	// MaxPageSnapshots bounds the list snapshots kept for continue tokens;
 	// the oldest is dropped first (its tokens then answer 410). Default: 1000.
 	MaxPageSnapshots int
-	// Clock drives page expiry. Default: the real clock.
+	// Clock drives page expiry and the ages in Tables. Default: the real
+	// clock.
 	Clock clock.Clock
 }
 

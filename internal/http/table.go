@@ -81,12 +81,13 @@ func (s *Server) crdColumns(ctx context.Context, info *informer.ResourceInfo) []
 	return nil
 }
 
-// writeTable answers objs as a Table: NAME, NAMESPACE (see forRequest), the CRD's
+// writeTable answers objs as a Table: the columns of builtinPrinters for
+// the resources it knows, else NAME, NAMESPACE (see forRequest), the CRD's
 // printer columns, and AGE (unless the CRD has a creationTimestamp
 // column, as CRDs usually name it Age).
 func (s *Server) writeTable(w http.ResponseWriter, r *http.Request, info *informer.ResourceInfo, objs []*informer.Object,
 	rv uint64, cont string, opts *tableOptions, pretty bool) {
-	t := buildTable(info, s.crdColumns(r.Context(), info), objs, opts, true)
+	t := buildTable(info, s.crdColumns(r.Context(), info), objs, opts, true, s.opts.Clock.Now())
 	t.ResourceVersion = strconv.FormatUint(rv, 10)
 	t.Continue = cont
 	b, err := json.Marshal(t)
@@ -98,11 +99,28 @@ func (s *Server) writeTable(w http.ResponseWriter, r *http.Request, info *inform
 }
 
 // buildTable builds the Table of objs with a CRD's printer columns cols
-// (nil for none); headers false omits the column definitions.
+// (nil for none); headers false omits the column definitions. Ages are
+// relative to now.
 func buildTable(info *informer.ResourceInfo, cols []printerColumn, objs []*informer.Object,
-	opts *tableOptions, headers bool) *metav1.Table {
+	opts *tableOptions, headers bool, now time.Time) *metav1.Table {
 	t := &metav1.Table{TypeMeta: metav1.TypeMeta{Kind: "Table", APIVersion: "meta.k8s.io/" + opts.version},
 		Rows: make([]metav1.TableRow, 0, len(objs))}
+	if p, ok := builtinPrinters[info.GVR]; ok {
+		if headers {
+			t.ColumnDefinitions = p.columns
+		}
+		for _, o := range objs {
+			cells, conds, err := p.cells(o.Raw, now)
+			if err != nil {
+				// Stored objects come from the apiserver and decode; should
+				// one not, its row still names it.
+				cells = make([]any, len(p.columns))
+				cells[0] = o.Name
+			}
+			t.Rows = append(t.Rows, tableRow(o, cells, conds, opts))
+		}
+		return t
+	}
 	if headers {
 		t.ColumnDefinitions = append(t.ColumnDefinitions, metav1.TableColumnDefinition{Name: "Name", Type: "string",
 			Format: "name", Description: "Name must be unique within a namespace."})
@@ -127,34 +145,39 @@ func buildTable(info *informer.ResourceInfo, cols []printerColumn, objs []*infor
 		}
 		parsed = append(parsed, jp)
 	}
-	now := time.Now()
 	for _, o := range objs {
-		row := metav1.TableRow{Cells: []any{o.Name}}
+		cells := []any{o.Name}
 		if opts.namespaceColumn {
-			row.Cells = append(row.Cells, o.Namespace)
+			cells = append(cells, o.Namespace)
 		}
 		if len(cols) > 0 {
 			var content map[string]any
 			_ = json.Unmarshal(o.Raw, &content)
 			for i, c := range cols {
-				row.Cells = append(row.Cells, columnValue(parsed[i], c, content, now))
+				cells = append(cells, columnValue(parsed[i], c, content, now))
 			}
 		}
 		if !ageColumn(cols) {
-			row.Cells = append(row.Cells, age(o.CreationTimestamp, now))
+			cells = append(cells, age(o.CreationTimestamp, now))
 		}
-		switch opts.includeObject {
-		case metav1.IncludeObject:
-			row.Object = runtime.RawExtension{Raw: o.Raw}
-		case metav1.IncludeMetadata:
-			m, _ := json.Marshal(&metav1.PartialObjectMetadata{
-				TypeMeta:   metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"},
-				ObjectMeta: o.ObjectMeta})
-			row.Object = runtime.RawExtension{Raw: m}
-		}
-		t.Rows = append(t.Rows, row)
+		t.Rows = append(t.Rows, tableRow(o, cells, nil, opts))
 	}
 	return t
+}
+
+// tableRow is o's row with its object as includeObject asks.
+func tableRow(o *informer.Object, cells []any, conds []metav1.TableRowCondition, opts *tableOptions) metav1.TableRow {
+	row := metav1.TableRow{Cells: cells, Conditions: conds}
+	switch opts.includeObject {
+	case metav1.IncludeObject:
+		row.Object = runtime.RawExtension{Raw: o.Raw}
+	case metav1.IncludeMetadata:
+		m, _ := json.Marshal(&metav1.PartialObjectMetadata{
+			TypeMeta:   metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"},
+			ObjectMeta: o.ObjectMeta})
+		row.Object = runtime.RawExtension{Raw: m}
+	}
+	return row
 }
 
 // ageColumn reports whether a CRD's columns already show the age.

@@ -250,7 +250,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 		first := true
 		cols := s.crdColumns(r.Context(), info) // once per stream
 		ws.table = func(o *informer.Object) []byte {
-			t := buildTable(info, cols, []*informer.Object{o}, p.table, first)
+			t := buildTable(info, cols, []*informer.Object{o}, p.table, first, s.opts.Clock.Now())
 			first = false
 			b, _ := json.Marshal(t)
 			return b
