@@ -170,8 +170,9 @@ func RunREST(ctx context.Context, env *Env, o RESTOptions) ([]Figure, error) {
 	return figs, nil
 }
 
-// restArms builds the three arms, each with its own connection pool sized
-// for o.Concurrency. The returned func closes their idle connections.
+// restArms builds the three arms: the gateway's on a client that keeps
+// concurrency+1 idle connections, kube-apiserver's two on one client-go
+// HTTP client (TLS, HTTP/2). The returned func closes idle connections.
 func restArms(env *Env, concurrency int) ([]*restArm, func(), error) {
 	gw := &http.Client{Transport: &http.Transport{
 		DisableCompression:  true,
