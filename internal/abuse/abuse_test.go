@@ -22,11 +22,13 @@ import (
 
 // TestClientsThatDoNotRead: clients that subscribe and then never read,
 // or read one byte at a time, are dropped within the write timeout (when
-// the gateway has data for them) or the ping timeout (when it has none).
+// the gateway has data for them) or the ping timeout (when it has none);
+// clients that flood pings without reading the pongs are dropped too.
 // Until then each holds at most one batch; afterwards nothing of them is
 // left, and the bystander missed nothing.
 func TestClientsThatDoNotRead(t *testing.T) {
-	const n = 10 // clients of each kind
+	const n = 10       // clients of each kind
+	const flooders = 1 // clients that send pings and never read
 	big := bigNamespace(t, 8, 900<<10)
 	s := newScene(t, gatewayOptions{ws: func(o *ws.Options) {
 		// Writes start as soon as a subscription does and time out 1s
@@ -40,6 +42,7 @@ func TestClientsThatDoNotRead(t *testing.T) {
 	}})
 	g := s.g
 
+	peers := g.metric(t, "kubegate_ws_closes_total", "reason", "peer") // the warm-up's
 	var neverBig, neverIdle, slow []*rawConn
 	for range n {
 		neverBig = append(neverBig, g.rawDial(t, abuser))
@@ -56,10 +59,27 @@ func TestClientsThatDoNotRead(t *testing.T) {
 			}
 		}
 	}
-	dropped := func() float64 {
-		return g.metric(t, "kubegate_ws_closes_total", "reason", "write_timeout") +
-			g.metric(t, "kubegate_ws_closes_total", "reason", "pong_timeout")
+	closes := func(reason string) float64 { return g.metric(t, "kubegate_ws_closes_total", "reason", reason) }
+	// dropped counts the abusive clients dropped so far: a ping flooder's
+	// reader fails (peer) unless its missing pong is noticed first.
+	dropped := func() float64 { return closes("write_timeout") + closes("pong_timeout") + closes("peer") - peers }
+
+	// Clients that send pings as fast as they can and read no pong: the
+	// gateway answers each ping from its reader, and drops the client
+	// once a pong has been blocked for 5s (coder/websocket's bound).
+	pingers := make(chan int, flooders)
+	for range flooders {
+		c := g.rawDial(t, abuser)
+		go func() {
+			ping := make([]byte, 125)
+			sent := 0
+			for c.writeFrame(opPing, ping) == nil {
+				sent++
+			}
+			pingers <- sent
+		}()
 	}
+
 	eventually(t, "every client to be attached", func() bool {
 		return g.metric(t, "kubegate_ws_subscriptions") == 3*n+1 || dropped() > 0
 	})
@@ -89,17 +109,20 @@ func TestClientsThatDoNotRead(t *testing.T) {
 				}
 				read++
 			}
-			return dropped() >= 3*n, nil
+			return dropped() >= 3*n+flooders, nil
 		})
 	if err != nil {
-		t.Fatalf("%v of %d clients dropped", dropped(), 3*n)
+		t.Fatalf("%v of %d clients dropped", dropped(), 3*n+flooders)
 	}
 	t.Logf("the slow clients read %d bytes, one per poll, before they were dropped", read)
-	wt, pt := g.metric(t, "kubegate_ws_closes_total", "reason", "write_timeout"), g.metric(t, "kubegate_ws_closes_total", "reason", "pong_timeout")
-	t.Logf("dropped: %v by the write timeout, %v by the pong timeout", wt, pt)
-	if wt+pt != 3*n || pt < n || wt == 0 {
-		t.Fatalf("closes: %v write_timeout, %v pong_timeout; want %d in all, at least %d by the pong timeout (the idle clients) and some by the write timeout",
-			wt, pt, 3*n, n)
+	for range flooders {
+		t.Logf("a client sent %d pings without reading a pong before it was dropped", <-pingers)
+	}
+	wt, pt, peer := closes("write_timeout"), closes("pong_timeout"), closes("peer")-peers
+	t.Logf("dropped: %v by the write timeout, %v by the pong timeout, %v by a failed read", wt, pt, peer)
+	if pt < n || wt == 0 || wt > 2*n || peer > flooders {
+		t.Fatalf("want the %d idle clients dropped by the pong timeout, some of the %d with data by the write timeout, and only the ping flooders by a failed read",
+			n, 2*n)
 	}
 	// Each client finds its connection ended once it reads what its
 	// buffers still hold.

@@ -64,6 +64,7 @@ func (g *gateway) rawDial(t *testing.T, user string) *rawConn {
 const (
 	opText   = 0x1
 	opBinary = 0x2
+	opPing   = 0x9
 )
 
 // writeFrame sends one final, masked frame.
