@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -414,6 +415,18 @@ func TestKubectlTablesMatchAPIServer(t *testing.T) {
 		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{}))
 	must(env.Client.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "ext"},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "db.example.com"}}, metav1.CreateOptions{}))
+	must(env.Client.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "db"},
+		Spec: appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl}}, metav1.CreateOptions{}))
+	must(env.Client.AppsV1().DaemonSets(ns).Create(ctx, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "agent"},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl}}, metav1.CreateOptions{}))
+	jobTmpl := *tmpl.DeepCopy()
+	jobTmpl.Labels = nil
+	jobTmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
+	must(env.Client.BatchV1().Jobs(ns).Create(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "once"},
+		Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](2), Template: jobTmpl}}, metav1.CreateOptions{}))
+	must(env.Client.BatchV1().CronJobs(ns).Create(ctx, &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "nightly"},
+		Spec: batchv1.CronJobSpec{Schedule: "0 3 * * *", JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: jobTmpl}}}},
+		metav1.CreateOptions{}))
 	createConfigMaps(t, env.Client, ns, nil, "settings")
 	must(env.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds"},
 		StringData: map[string]string{"user": "u", "pass": "p"}}, metav1.CreateOptions{}))
@@ -465,6 +478,10 @@ func TestKubectlTablesMatchAPIServer(t *testing.T) {
 		{"get", "nodes", node, "-o", "wide"},
 		{"get", "events", "-n", ns},
 		{"get", "events", "-n", ns, "-o", "wide"},
+		{"get", "statefulsets", "-n", ns, "-o", "wide"},
+		{"get", "daemonsets", "-n", ns, "-o", "wide"},
+		{"get", "jobs", "-n", ns, "-o", "wide"},
+		{"get", "cronjobs", "-n", ns, "-o", "wide"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			want := run(true, args...)

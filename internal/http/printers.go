@@ -9,6 +9,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -50,15 +51,19 @@ func printer[T any](columns []metav1.TableColumnDefinition, cells func(o *T, now
 // builtinPrinters are the resources with their own columns, by exact
 // group, version and resource.
 var builtinPrinters = map[schema.GroupVersionResource]rowPrinter{
-	{Version: "v1", Resource: "pods"}:                       printer(podColumns, podCells),
-	{Group: "apps", Version: "v1", Resource: "deployments"}: printer(deploymentColumns, deploymentCells),
-	{Group: "apps", Version: "v1", Resource: "replicasets"}: printer(replicaSetColumns, replicaSetCells),
-	{Version: "v1", Resource: "services"}:                   printer(serviceColumns, serviceCells),
-	{Version: "v1", Resource: "configmaps"}:                 printer(configMapColumns, configMapCells),
-	{Version: "v1", Resource: "secrets"}:                    printer(secretColumns, secretCells),
-	{Version: "v1", Resource: "namespaces"}:                 printer(namespaceColumns, namespaceCells),
-	{Version: "v1", Resource: "nodes"}:                      printer(nodeColumns, nodeCells),
-	{Version: "v1", Resource: "events"}:                     printer(eventColumns, eventCells),
+	{Version: "v1", Resource: "pods"}:                        printer(podColumns, podCells),
+	{Group: "apps", Version: "v1", Resource: "deployments"}:  printer(deploymentColumns, deploymentCells),
+	{Group: "apps", Version: "v1", Resource: "replicasets"}:  printer(replicaSetColumns, replicaSetCells),
+	{Version: "v1", Resource: "services"}:                    printer(serviceColumns, serviceCells),
+	{Version: "v1", Resource: "configmaps"}:                  printer(configMapColumns, configMapCells),
+	{Version: "v1", Resource: "secrets"}:                     printer(secretColumns, secretCells),
+	{Version: "v1", Resource: "namespaces"}:                  printer(namespaceColumns, namespaceCells),
+	{Version: "v1", Resource: "nodes"}:                       printer(nodeColumns, nodeCells),
+	{Version: "v1", Resource: "events"}:                      printer(eventColumns, eventCells),
+	{Group: "apps", Version: "v1", Resource: "statefulsets"}: printer(statefulSetColumns, statefulSetCells),
+	{Group: "apps", Version: "v1", Resource: "daemonsets"}:   printer(daemonSetColumns, daemonSetCells),
+	{Group: "batch", Version: "v1", Resource: "jobs"}:        printer(jobColumns, jobCells),
+	{Group: "batch", Version: "v1", Resource: "cronjobs"}:    printer(cronJobColumns, cronJobCells),
 }
 
 func col(name, typ string, priority int32, desc string) metav1.TableColumnDefinition {
@@ -526,4 +531,142 @@ func eventCells(e *corev1.Event, now time.Time) ([]any, []metav1.TableRowConditi
 	}
 	return []any{last, e.Type, e.Reason, target, e.InvolvedObject.FieldPath, source, strings.TrimSpace(e.Message),
 		first, int64(count), e.Name}, nil
+}
+
+// StatefulSets and DaemonSets.
+
+var statefulSetColumns = []metav1.TableColumnDefinition{
+	nameColumnDef,
+	col("Ready", "string", 0, "Number of the pod with ready state"),
+	ageColumnDef,
+	col("Containers", "string", 1, "Names of each container in the template."),
+	col("Images", "string", 1, "Images referenced by each container in the template."),
+}
+
+func statefulSetCells(ss *appsv1.StatefulSet, now time.Time) ([]any, []metav1.TableRowCondition) {
+	desired := int32(1)
+	if ss.Spec.Replicas != nil {
+		desired = *ss.Spec.Replicas
+	}
+	names, images := containerCells(ss.Spec.Template.Spec.Containers)
+	return []any{ss.Name, fmt.Sprintf("%d/%d", ss.Status.ReadyReplicas, desired), since(ss.CreationTimestamp, now),
+		names, images}, nil
+}
+
+var daemonSetColumns = []metav1.TableColumnDefinition{
+	nameColumnDef,
+	col("Desired", "integer", 0, appsv1.DaemonSetStatus{}.SwaggerDoc()["desiredNumberScheduled"]),
+	col("Current", "integer", 0, appsv1.DaemonSetStatus{}.SwaggerDoc()["currentNumberScheduled"]),
+	col("Ready", "integer", 0, appsv1.DaemonSetStatus{}.SwaggerDoc()["numberReady"]),
+	col("Up-to-date", "integer", 0, appsv1.DaemonSetStatus{}.SwaggerDoc()["updatedNumberScheduled"]),
+	col("Available", "integer", 0, appsv1.DaemonSetStatus{}.SwaggerDoc()["numberAvailable"]),
+	col("Node Selector", "string", 0, corev1.PodSpec{}.SwaggerDoc()["nodeSelector"]),
+	ageColumnDef,
+	col("Containers", "string", 1, "Names of each container in the template."),
+	col("Images", "string", 1, "Images referenced by each container in the template."),
+	col("Selector", "string", 1, appsv1.DaemonSetSpec{}.SwaggerDoc()["selector"]),
+}
+
+func daemonSetCells(ds *appsv1.DaemonSet, now time.Time) ([]any, []metav1.TableRowCondition) {
+	st := ds.Status
+	names, images := containerCells(ds.Spec.Template.Spec.Containers)
+	return []any{ds.Name, int64(st.DesiredNumberScheduled), int64(st.CurrentNumberScheduled), int64(st.NumberReady),
+		int64(st.UpdatedNumberScheduled), int64(st.NumberAvailable), labels.FormatLabels(ds.Spec.Template.Spec.NodeSelector),
+		since(ds.CreationTimestamp, now), names, images, metav1.FormatLabelSelector(ds.Spec.Selector)}, nil
+}
+
+// Jobs and CronJobs.
+
+var jobColumns = []metav1.TableColumnDefinition{
+	nameColumnDef,
+	col("Status", "string", 0, "Status of the job."),
+	col("Completions", "string", 0, batchv1.JobStatus{}.SwaggerDoc()["succeeded"]),
+	col("Duration", "string", 0, "Time required to complete the job."),
+	ageColumnDef,
+	col("Containers", "string", 1, "Names of each container in the template."),
+	col("Images", "string", 1, "Images referenced by each container in the template."),
+	col("Selector", "string", 1, batchv1.JobSpec{}.SwaggerDoc()["selector"]),
+}
+
+func jobCells(j *batchv1.Job, now time.Time) ([]any, []metav1.TableRowCondition) {
+	var completions string
+	switch {
+	case j.Spec.Completions != nil:
+		completions = fmt.Sprintf("%d/%d", j.Status.Succeeded, *j.Spec.Completions)
+	case j.Spec.Parallelism != nil && *j.Spec.Parallelism > 1:
+		completions = fmt.Sprintf("%d/1 of %d", j.Status.Succeeded, *j.Spec.Parallelism)
+	default:
+		completions = fmt.Sprintf("%d/1", j.Status.Succeeded)
+	}
+	var took string
+	switch {
+	case j.Status.StartTime == nil:
+	case j.Status.CompletionTime == nil:
+		took = duration.HumanDuration(now.Sub(j.Status.StartTime.Time))
+	default:
+		took = duration.HumanDuration(j.Status.CompletionTime.Sub(j.Status.StartTime.Time))
+	}
+	has := func(t batchv1.JobConditionType) bool {
+		for _, c := range j.Status.Conditions {
+			if c.Type == t {
+				return c.Status == corev1.ConditionTrue
+			}
+		}
+		return false
+	}
+	var status string
+	switch {
+	case has(batchv1.JobComplete):
+		status = "Complete"
+	case has(batchv1.JobFailed):
+		status = "Failed"
+	case j.DeletionTimestamp != nil:
+		status = "Terminating"
+	case has(batchv1.JobSuspended):
+		status = "Suspended"
+	case has(batchv1.JobFailureTarget):
+		status = "FailureTarget"
+	case has(batchv1.JobSuccessCriteriaMet):
+		status = "SuccessCriteriaMet"
+	default:
+		status = "Running"
+	}
+	names, images := containerCells(j.Spec.Template.Spec.Containers)
+	return []any{j.Name, status, completions, took, since(j.CreationTimestamp, now), names, images,
+		metav1.FormatLabelSelector(j.Spec.Selector)}, nil
+}
+
+var cronJobColumns = []metav1.TableColumnDefinition{
+	nameColumnDef,
+	col("Schedule", "string", 0, batchv1.CronJobSpec{}.SwaggerDoc()["schedule"]),
+	col("Timezone", "string", 0, batchv1.CronJobSpec{}.SwaggerDoc()["timeZone"]),
+	col("Suspend", "boolean", 0, batchv1.CronJobSpec{}.SwaggerDoc()["suspend"]),
+	col("Active", "integer", 0, batchv1.CronJobStatus{}.SwaggerDoc()["active"]),
+	col("Last Schedule", "string", 0, batchv1.CronJobStatus{}.SwaggerDoc()["lastScheduleTime"]),
+	ageColumnDef,
+	col("Containers", "string", 1, "Names of each container in the template."),
+	col("Images", "string", 1, "Images referenced by each container in the template."),
+	col("Selector", "string", 1, batchv1.JobSpec{}.SwaggerDoc()["selector"]),
+}
+
+func cronJobCells(cj *batchv1.CronJob, now time.Time) ([]any, []metav1.TableRowCondition) {
+	last := "<none>"
+	if cj.Status.LastScheduleTime != nil {
+		last = since(*cj.Status.LastScheduleTime, now)
+	}
+	tz := "<none>"
+	if cj.Spec.TimeZone != nil {
+		tz = *cj.Spec.TimeZone
+	}
+	suspend := "<unset>"
+	if cj.Spec.Suspend != nil {
+		suspend = "False"
+		if *cj.Spec.Suspend {
+			suspend = "True"
+		}
+	}
+	tmpl := cj.Spec.JobTemplate.Spec
+	names, images := containerCells(tmpl.Template.Spec.Containers)
+	return []any{cj.Name, cj.Spec.Schedule, tz, suspend, int64(len(cj.Status.Active)), last, since(cj.CreationTimestamp, now),
+		names, images, metav1.FormatLabelSelector(tmpl.Selector)}, nil
 }

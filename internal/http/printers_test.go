@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -132,6 +133,34 @@ var tableFixtures = map[string][]any{
 			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}}},
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "new", CreationTimestamp: ago(time.Second)}},
 	},
+	"statefulsets": {
+		&appsv1.StatefulSet{ObjectMeta: objMeta("db", 2*time.Hour), Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](3),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "pg", Image: "postgres:17"}}}}},
+			Status: appsv1.StatefulSetStatus{ReadyReplicas: 2}},
+	},
+	"daemonsets": {
+		&appsv1.DaemonSet{ObjectMeta: objMeta("agent", 2*time.Hour), Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{NodeSelector: map[string]string{"kubernetes.io/os": "linux"},
+				Containers: []corev1.Container{{Name: "a", Image: "agent:1"}}}}},
+			Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 4, CurrentNumberScheduled: 4, NumberReady: 3,
+				UpdatedNumberScheduled: 2, NumberAvailable: 3}},
+	},
+	"jobs": {
+		&batchv1.Job{ObjectMeta: objMeta("done", time.Hour), Spec: batchv1.JobSpec{Completions: ptr.To[int32](2)},
+			Status: batchv1.JobStatus{Succeeded: 2, StartTime: ptr.To(ago(time.Hour)), CompletionTime: ptr.To(ago(50 * time.Minute)),
+				Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}}},
+		&batchv1.Job{ObjectMeta: objMeta("busy", time.Minute), Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](3)},
+			Status: batchv1.JobStatus{Succeeded: 1, StartTime: ptr.To(ago(40 * time.Second))}},
+		&batchv1.Job{ObjectMeta: objMeta("paused", time.Minute), Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](1)},
+			Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue}}}},
+	},
+	"cronjobs": {
+		&batchv1.CronJob{ObjectMeta: objMeta("nightly", 10*24*time.Hour), Spec: batchv1.CronJobSpec{Schedule: "0 3 * * *",
+			TimeZone: ptr.To("Europe/Paris"), Suspend: ptr.To(false)},
+			Status: batchv1.CronJobStatus{Active: []corev1.ObjectReference{{Name: "nightly-1"}}, LastScheduleTime: ptr.To(ago(9 * time.Hour))}},
+		&batchv1.CronJob{ObjectMeta: objMeta("never", time.Hour), Spec: batchv1.CronJobSpec{Schedule: "@yearly"}},
+	},
 	"events": {
 		&corev1.Event{ObjectMeta: objMeta("web.1", time.Hour), Type: "Warning", Reason: "BackOff", Message: "Back-off restarting failed container \n",
 			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: "web", FieldPath: "spec.containers{c}"},
@@ -238,9 +267,9 @@ func TestBuiltinTables(t *testing.T) {
 // TestTableFallsBackToGeneric checks that resources without a printer
 // (and other versions of those with one) keep the generic columns.
 func TestTableFallsBackToGeneric(t *testing.T) {
-	raw := []byte(`{"kind":"StatefulSet","apiVersion":"apps/v1","metadata":{"name":"db"}}`)
+	raw := []byte(`{"kind":"Lease","apiVersion":"coordination.k8s.io/v1","metadata":{"name":"db"}}`)
 	o := &informer.Object{ObjectMeta: metav1.ObjectMeta{Name: "db", CreationTimestamp: ago(time.Hour)}, Raw: raw}
-	info := &informer.ResourceInfo{GVR: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}}
+	info := &informer.ResourceInfo{GVR: schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}}
 	tbl := buildTable(info, nil, []*informer.Object{o}, &tableOptions{version: "v1"}, true, goldenNow)
 	var names []string
 	for _, c := range tbl.ColumnDefinitions {
