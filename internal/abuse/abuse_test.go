@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -139,7 +140,7 @@ func TestClientsThatDoNotRead(t *testing.T) {
 // isReset reports whether err is the peer resetting the connection, as a
 // dropped socket with unread data does.
 func isReset(err error) bool {
-	return strings.Contains(err.Error(), "connection reset by peer")
+	return errors.Is(err, syscall.ECONNRESET)
 }
 
 // TestOversizedFrames: clients that send 1 MiB frames (text and binary)
