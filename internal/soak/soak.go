@@ -125,6 +125,13 @@ const (
 
 // run is the state of one Run. Fields are set before the load starts and
 // read-only afterwards, except where noted.
+//
+// During the load, Run's errgroup runs one goroutine per activity
+// (workload, churn, flipRBAC, flapWebhook, restartAPIServer, sample); all
+// return when the load's context ends. Subscriber reader goroutines are
+// tracked in wg and end when their connection closes (closeAll waits for
+// them). The webhook receiver is served by an http.Server that Run closes
+// on return.
 type run struct {
 	opts       Options
 	cp         *controlplane.ControlPlane
