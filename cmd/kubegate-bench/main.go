@@ -48,6 +48,7 @@ func main() {
 	flag.Float64Var(&z.SlowRate, "slow-rate", d.SlowRate, "slow: updates per second")
 	flag.IntVar(&z.Reconnect, "reconnect", d.Reconnect, "reconnect: subscribers per arm that drop and resume")
 	flag.IntVar(&z.Snapshots, "snapshots", d.Snapshots, "snapshot: new subscribers timed per arm")
+	flag.IntVar(&z.RESTReps, "rest-reps", d.RESTReps, "rest: lists per case and arm")
 	flag.IntVar(&z.ColdStartPods, "coldstart-pods", d.ColdStartPods, "coldstart: Pods the new gateway syncs (more are created if needed)")
 	flag.DurationVar(&z.Drain, "drain", d.Drain, "longest wait for deliveries after the last write")
 	flag.BoolVar(&z.ProtoHTTP2, "proto-http2", false, "put the protobuf arm's watches on one HTTP/2 connection (client-go's default) instead of one HTTP/1.1 connection each")
@@ -66,6 +67,7 @@ func main() {
 			"burst-subscribers": func() { z.BurstSubscribers = explicit.BurstSubscribers }, "burst-updates": func() { z.BurstUpdates = explicit.BurstUpdates },
 			"slow": func() { z.Slow = explicit.Slow }, "slow-rate": func() { z.SlowRate = explicit.SlowRate },
 			"reconnect": func() { z.Reconnect = explicit.Reconnect }, "snapshots": func() { z.Snapshots = explicit.Snapshots },
+			"rest-reps":      func() { z.RESTReps = explicit.RESTReps },
 			"coldstart-pods": func() { z.ColdStartPods = explicit.ColdStartPods }, "drain": func() { z.Drain = explicit.Drain },
 			"proto-http2": func() { z.ProtoHTTP2 = explicit.ProtoHTTP2 },
 		}

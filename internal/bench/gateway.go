@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -134,13 +135,24 @@ func StartGateway(ctx context.Context, o GatewayOptions) (*Gateway, error) {
 			return false, fmt.Errorf("gateway exited: %v; log:\n%s", g.waitErr, g.tail())
 		default:
 		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.URL+"/readyz", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.URL+"/readyz?verbose", nil)
 		resp, err := client.Do(req)
 		if err != nil {
 			return false, nil
 		}
+		body, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return false, nil
+		}
+		// /readyz can answer 200 before the configured informers have
+		// started (it judges only started ones), so wait for each by name.
+		for _, r := range o.Resources {
+			if !bytes.Contains(body, []byte("[+]informer "+r+" ok")) {
+				return false, nil
+			}
+		}
+		return true, nil
 	})
 	if err != nil {
 		g.Stop()

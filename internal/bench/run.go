@@ -29,13 +29,16 @@ type Options struct {
 
 // DefaultScenarios are the scenarios Run runs when Options.Scenarios is
 // empty.
-var DefaultScenarios = []string{"setup", "idle", "snapshot", "broad", "selective", "burst", "slow", "reconnect", "coldstart"}
+var DefaultScenarios = []string{"setup", "idle", "snapshot", ScenarioREST, "broad", "selective", "burst", "slow", "reconnect", "coldstart"}
 
 // scenarios maps names to their implementations.
 var scenarios = map[string]func(context.Context, *Env, Sizes, io.Writer) ([]Figure, error){
-	"setup":     func(_ context.Context, env *Env, _ Sizes, _ io.Writer) ([]Figure, error) { return setupFigures(env) },
-	"idle":      scenarioIdle,
-	"snapshot":  scenarioSnapshot,
+	"setup":    func(_ context.Context, env *Env, _ Sizes, _ io.Writer) ([]Figure, error) { return setupFigures(env) },
+	"idle":     scenarioIdle,
+	"snapshot": scenarioSnapshot,
+	ScenarioREST: func(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]Figure, error) {
+		return RunREST(ctx, env, RESTOptions{Reps: z.RESTReps, Log: log})
+	},
 	"broad":     scenarioBroad,
 	"selective": scenarioSelective,
 	"burst":     scenarioBurst,
@@ -74,6 +77,7 @@ func (z Sizes) withDefaults() Sizes {
 	setF(&z.SlowRate, d.SlowRate)
 	set(&z.Reconnect, d.Reconnect)
 	set(&z.Snapshots, d.Snapshots)
+	set(&z.RESTReps, d.RESTReps)
 	set(&z.ColdStartPods, d.ColdStartPods)
 	setD(&z.Drain, d.Drain)
 	setD(&z.Settle, d.Settle)

@@ -41,6 +41,9 @@ type Sizes struct {
 	Reconnect int
 	// Snapshots: new subscribers timed per arm.
 	Snapshots int
+	// RESTReps: lists per case and arm in the rest scenario (RunREST stops
+	// a case early past its time budget).
+	RESTReps int
 	// ColdStartPods: Pods the cold-started gateway syncs; when above the
 	// workload's, the difference is created first.
 	ColdStartPods int
@@ -59,7 +62,7 @@ type Sizes struct {
 var DefaultSizes = Sizes{
 	Idle: 1000, Broad: 1000, BroadRate: 20, Duration: 10 * time.Second,
 	Selective: 1000, SelectiveRate: 100, BurstSubscribers: 100, BurstUpdates: 5000,
-	Slow: 200, SlowRate: 20, Reconnect: 1000, Snapshots: 5, ColdStartPods: 10000,
+	Slow: 200, SlowRate: 20, Reconnect: 1000, Snapshots: 5, RESTReps: 20, ColdStartPods: 10000,
 	Drain: 60 * time.Second, Settle: 2 * time.Second,
 }
 
@@ -68,7 +71,7 @@ var DefaultSizes = Sizes{
 var FullSizes = Sizes{
 	Idle: 5000, Broad: 1000, BroadRate: 100, Duration: 30 * time.Second,
 	Selective: 1000, SelectiveRate: 500, BurstSubscribers: 1000, BurstUpdates: 5000,
-	Slow: 1000, SlowRate: 100, Reconnect: 1000, Snapshots: 10, ColdStartPods: 100000,
+	Slow: 1000, SlowRate: 100, Reconnect: 1000, Snapshots: 10, RESTReps: 50, ColdStartPods: 100000,
 	Drain: 120 * time.Second, Settle: 2 * time.Second,
 }
 
@@ -224,6 +227,10 @@ func scenarioIdle(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]Figu
 		if err != nil {
 			return figs, err
 		}
+		memBefore, err := goInuse(ctx, env, a.Name())
+		if err != nil {
+			return figs, err
+		}
 		subs := make([]*subscriber, z.Idle)
 		for i := range subs {
 			subs[i] = &subscriber{}
@@ -237,15 +244,74 @@ func scenarioIdle(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]Figu
 			return figs, fmt.Errorf("%s: open %d idle subscribers: %w", a.Name(), z.Idle, err)
 		}
 		after, err := settledRSS(pid, z.Settle)
+		if err != nil {
+			a.Close()
+			return figs, err
+		}
+		memAfter, err := goInuse(ctx, env, a.Name())
 		a.Close()
 		if err != nil {
 			return figs, err
 		}
 		per := float64(after-before) / float64(z.Idle) / 1024
-		fmt.Fprintf(log, "  %s: RSS %.1f -> %.1f MiB with %d idle subscribers: %.1f KiB each\n", a.Name(), mib(before), mib(after), z.Idle, per)
-		figs = append(figs, Figure{"idle", a.Name(), fmt.Sprintf("RSS per idle subscriber (N=%d)", z.Idle), "KiB", per})
+		perGo := (memAfter - memBefore) / float64(z.Idle) / 1024
+		fmt.Fprintf(log, "  %s: RSS %.1f -> %.1f MiB with %d idle subscribers: %.1f KiB each; Go heap+stacks in use %.1f KiB each\n",
+			a.Name(), mib(before), mib(after), z.Idle, per, perGo)
+		figs = append(figs,
+			Figure{"idle", a.Name(), fmt.Sprintf("RSS per idle subscriber (N=%d)", z.Idle), "KiB", per},
+			Figure{"idle", a.Name(), fmt.Sprintf("Go heap+stacks per idle subscriber (N=%d)", z.Idle), "KiB", perGo})
 	}
 	return figs, nil
+}
+
+// goInuse is the serving process's go_memstats_heap_inuse_bytes plus
+// go_memstats_stack_inuse_bytes from its /metrics. RSS alone hides new
+// allocations in a process whose heap has free pages (kube-apiserver's
+// does after the workload was created), and shows garbage not yet
+// collected; in-use heap and stacks are closer to what a subscriber holds.
+func goInuse(ctx context.Context, env *Env, arm string) (float64, error) {
+	var b []byte
+	var err error
+	if arm == ArmGateway {
+		b, err = httpGet(ctx, env.GatewayURL+"/metrics")
+	} else {
+		b, err = env.Client().CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	}
+	if err != nil {
+		return 0, err
+	}
+	heap, err := metricValue(b, "go_memstats_heap_inuse_bytes")
+	if err != nil {
+		return 0, err
+	}
+	stack, err := metricValue(b, "go_memstats_stack_inuse_bytes")
+	return heap + stack, err
+}
+
+// metricValue finds an unlabelled metric in Prometheus text format.
+func metricValue(b []byte, name string) (float64, error) {
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("metric %s not found", name)
+}
+
+func httpGet(ctx context.Context, u string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", u, resp.Status)
+	}
+	return io.ReadAll(resp.Body)
 }
 
 // settledRSS waits for the process to settle, then reads its RSS.

@@ -33,7 +33,7 @@ func buildGateway(t *testing.T) string {
 var smokeSizes = Sizes{
 	Idle: 10, Broad: 10, BroadRate: 20, Duration: time.Second,
 	Selective: 8, SelectiveRate: 20, BurstSubscribers: 5, BurstUpdates: 100,
-	Slow: 100, SlowRate: 20, Reconnect: 10, Snapshots: 1, ColdStartPods: 40,
+	Slow: 100, SlowRate: 20, Reconnect: 10, Snapshots: 1, RESTReps: 2, ColdStartPods: 40,
 	Drain: 30 * time.Second, Settle: 200 * time.Millisecond,
 }
 
@@ -92,6 +92,7 @@ func TestSmoke(t *testing.T) {
 	watchArms := []string{ArmGateway, ArmJSON, ArmProto}
 	for _, arm := range watchArms {
 		want("idle", arm, fmt.Sprintf("RSS per idle subscriber (N=%d)", smokeSizes.Idle))
+		want("idle", arm, fmt.Sprintf("Go heap+stacks per idle subscriber (N=%d)", smokeSizes.Idle))
 		for _, m := range []string{"median", "max"} {
 			positive("snapshot", arm, fmt.Sprintf("time to snapshot of %d pods (%s)", pods, m))
 		}
@@ -135,6 +136,22 @@ func TestSmoke(t *testing.T) {
 	}
 	zero("reconnect", ArmGateway, "apiserver requests during storm")
 	positive("reconnect", ArmJSON, "apiserver requests during storm")
+	rest := 0
+	for _, f := range r.Figures {
+		if f.Scenario == ScenarioREST {
+			rest++
+			// CPU of etcd (none for rv=0) and of the client can round to 0.
+			if strings.Contains(f.Metric, "CPU") && f.Arm != ArmGateway {
+				continue
+			}
+			if !(f.Value > 0) {
+				t.Errorf("%s|%s|%s = %v, want > 0", f.Scenario, f.Arm, f.Metric, f.Value)
+			}
+		}
+	}
+	if rest == 0 {
+		t.Error("no figures from the rest scenario")
+	}
 	for _, m := range []string{"time to ready", "peak RSS", "steady RSS", "cache heap / JSON size"} {
 		positive("coldstart", ArmGateway, fmt.Sprintf("%s (%d pods)", m, pods))
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
-	"strings"
 	"time"
 )
 
@@ -201,22 +199,9 @@ func scenarioColdStart(ctx context.Context, env *Env, z Sizes, log io.Writer) ([
 
 // heapInuse reads go_memstats_heap_inuse_bytes from a gateway's /metrics.
 func heapInuse(ctx context.Context, base string) (float64, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
-	resp, err := http.DefaultClient.Do(req)
+	b, err := httpGet(ctx, base+"/metrics")
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "go_memstats_heap_inuse_bytes "); ok {
-			var f float64
-			_, err := fmt.Sscan(v, &f)
-			return f, err
-		}
-	}
-	return 0, fmt.Errorf("no go_memstats_heap_inuse_bytes at %s/metrics", base)
+	return metricValue(b, "go_memstats_heap_inuse_bytes")
 }
