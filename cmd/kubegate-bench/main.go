@@ -35,7 +35,7 @@ func main() {
 	flag.StringVar(&scen, "scenarios", strings.Join(bench.DefaultScenarios, ","), "comma-separated `scenarios` to run")
 	flag.IntVar(&o.Pods, "pods", 10000, "Pods to create (~7 KB JSON each; one ConfigMap per 10 Pods)")
 	flag.IntVar(&o.Namespaces, "namespaces", 100, "namespaces to spread the Pods over (the selective scenario's subscribers each watch one)")
-	flag.BoolVar(&full, "full", false, "use the issue's full sizes (idle 5k, broad 100/s, selective 500/s, burst to 1k subscribers, cold start 100k Pods); explicit size flags still win")
+	flag.BoolVar(&full, "full", false, "use the issue's full sizes (idle 5k, broad 100/s, selective 500/s, burst of 5k updates to 1k subscribers, cold start 100k Pods); explicit size flags still win")
 	flag.IntVar(&z.Idle, "idle", d.Idle, "idle: subscribers per arm")
 	flag.IntVar(&z.Broad, "broad", d.Broad, "broad: subscribers per arm, each watching every Pod")
 	flag.Float64Var(&z.BroadRate, "broad-rate", d.BroadRate, "broad: updates per second")
@@ -51,6 +51,7 @@ func main() {
 	flag.IntVar(&z.RESTReps, "rest-reps", d.RESTReps, "rest: lists per case and arm")
 	flag.IntVar(&z.ColdStartPods, "coldstart-pods", d.ColdStartPods, "coldstart: Pods the new gateway syncs (more are created if needed)")
 	flag.DurationVar(&z.Drain, "drain", d.Drain, "longest wait for deliveries after the last write")
+	flag.StringVar(&z.PerfDir, "perf", "", "record perf CPU profiles of the gateway and kube-apiserver during the broad, selective and burst scenarios into this `dir`")
 	flag.BoolVar(&z.ProtoHTTP2, "proto-http2", false, "put the protobuf arm's watches on one HTTP/2 connection (client-go's default) instead of one HTTP/1.1 connection each")
 	flag.StringVar(&jsonOut, "json", "", "also write the results as JSON to this `file`")
 	flag.BoolVar(&md, "markdown", false, "print the table as Markdown")
@@ -70,6 +71,7 @@ func main() {
 			"rest-reps":      func() { z.RESTReps = explicit.RESTReps },
 			"coldstart-pods": func() { z.ColdStartPods = explicit.ColdStartPods }, "drain": func() { z.Drain = explicit.Drain },
 			"proto-http2": func() { z.ProtoHTTP2 = explicit.ProtoHTTP2 },
+			"perf":        func() { z.PerfDir = explicit.PerfDir },
 		}
 		for name, f := range keep {
 			if set[name] {
@@ -91,6 +93,10 @@ func main() {
 		bench.Markdown(os.Stdout, r.Figures)
 	} else {
 		bench.Table(os.Stdout, r.Figures)
+	}
+	fmt.Println()
+	for _, g := range bench.Goals(r.Figures) {
+		fmt.Println(g)
 	}
 	if jsonOut != "" {
 		if werr := bench.WriteJSON(jsonOut, r); werr != nil {

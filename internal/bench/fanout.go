@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -24,6 +25,9 @@ type fanoutSpec struct {
 	metricSuffix string
 	// drain bounds the wait for deliveries after the last write.
 	drain time.Duration
+	// perfDir, when set, gets a perf CPU profile of the serving process
+	// during the updates and drain: <scenario>-<arm>.perf.data.
+	perfDir string
 }
 
 // armStats is what one arm measured in one phase.
@@ -91,9 +95,12 @@ func runFanout(ctx context.Context, env *Env, arm watchArm, spec fanoutSpec, pid
 	for j := range pods {
 		pods[j] = PodAt(j, len(env.Namespaces))
 	}
+	prof := startPerf(spec.perfDir, spec.scenario+"-"+strings.ReplaceAll(arm.Name(), "/", "-"), pid,
+		func(f string, a ...any) { fmt.Fprintf(log, f+"\n", a...) })
 	start := time.Now()
 	writes, elapsed, err := Update(ctx, env.Client(), pods, spec.plan)
 	if err != nil {
+		prof.stop()
 		arm.Close()
 		return st, err
 	}
@@ -117,11 +124,12 @@ func runFanout(ctx context.Context, env *Env, arm watchArm, spec fanoutSpec, pid
 		return true
 	})
 	after, err := ReadProc(pid)
+	self1, _ := ReadProc(selfPID)
+	prof.stop()
 	if err != nil {
 		arm.Close()
 		return st, err
 	}
-	self1, _ := ReadProc(selfPID)
 	arm.Close()
 	if !drained {
 		fmt.Fprintf(log, "  %s: not every event arrived within %v of the last write\n", arm.Name(), spec.drain)

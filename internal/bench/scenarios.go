@@ -52,6 +52,10 @@ type Sizes struct {
 	// Settle is how long memory is left to settle before RSS is read (idle,
 	// cold start).
 	Settle time.Duration
+	// PerfDir, when set, gets perf CPU profiles of the serving processes
+	// during the broad, selective and burst scenarios (needs perf and
+	// permission to trace them).
+	PerfDir string
 	// ProtoHTTP2 puts all of the protobuf arm's watches on one HTTP/2
 	// connection (client-go's default) instead of one HTTP/1.1 connection
 	// each.
@@ -61,8 +65,8 @@ type Sizes struct {
 // DefaultSizes finish in a few minutes on a 2-core machine.
 var DefaultSizes = Sizes{
 	Idle: 1000, Broad: 1000, BroadRate: 20, Duration: 10 * time.Second,
-	Selective: 1000, SelectiveRate: 100, BurstSubscribers: 100, BurstUpdates: 5000,
-	Slow: 200, SlowRate: 20, Reconnect: 1000, Snapshots: 5, RESTReps: 20, ColdStartPods: 10000,
+	Selective: 1000, SelectiveRate: 100, BurstSubscribers: 100, BurstUpdates: 1000,
+	Slow: 200, SlowRate: 20, Reconnect: 1000, Snapshots: 3, RESTReps: 20, ColdStartPods: 10000,
 	Drain: 60 * time.Second, Settle: 2 * time.Second,
 }
 
@@ -142,11 +146,12 @@ func writeBaseline(ctx context.Context, env *Env, z Sizes, plan UpdatePlan) (api
 // writes). The gateway's includes all of its CPU: its informer decoding
 // the events is part of what fan-out through it costs.
 func fanoutScenario(ctx context.Context, env *Env, z Sizes, spec fanoutSpec, arms []string, log io.Writer) ([]Figure, error) {
-	apiBase, _, err := writeBaseline(ctx, env, z, spec.plan)
+	apiBase, gwBase, err := writeBaseline(ctx, env, z, spec.plan)
 	if err != nil {
 		return nil, fmt.Errorf("baseline: %w", err)
 	}
-	fmt.Fprintf(log, "  baseline: %d writes cost kube-apiserver %.2fs CPU\n", spec.plan.Count, apiBase.Seconds())
+	fmt.Fprintf(log, "  baseline without subscribers: %d writes cost kube-apiserver %.2fs CPU, the gateway (its informer) %.2fs\n",
+		spec.plan.Count, apiBase.Seconds(), gwBase.Seconds())
 	as, err := watchArms(env, z, arms...)
 	if err != nil {
 		return nil, err
@@ -171,20 +176,20 @@ func allArms() []string { return []string{ArmGateway, ArmJSON, ArmProto} }
 
 func scenarioBroad(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]Figure, error) {
 	return fanoutScenario(ctx, env, z, fanoutSpec{
-		scenario: "broad", n: z.Broad, drain: z.Drain,
+		scenario: "broad", n: z.Broad, drain: z.Drain, perfDir: z.PerfDir,
 		plan: UpdatePlan{Count: int(z.BroadRate * z.Duration.Seconds()), Rate: z.BroadRate},
 	}, allArms(), log)
 }
 
 func scenarioSelective(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]Figure, error) {
 	return fanoutScenario(ctx, env, z, fanoutSpec{
-		scenario: "selective", n: z.Selective, selective: true, drain: z.Drain,
+		scenario: "selective", n: z.Selective, selective: true, drain: z.Drain, perfDir: z.PerfDir,
 		plan: UpdatePlan{Count: int(z.SelectiveRate * z.Duration.Seconds()), Rate: z.SelectiveRate, Workers: 16},
 	}, allArms(), log)
 }
 
 func scenarioBurst(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]Figure, error) {
-	spec := fanoutSpec{scenario: "burst", n: z.BurstSubscribers, drain: z.Drain,
+	spec := fanoutSpec{scenario: "burst", n: z.BurstSubscribers, drain: z.Drain, perfDir: z.PerfDir,
 		plan: UpdatePlan{Count: z.BurstUpdates, Workers: 64}}
 	return fanoutScenario(ctx, env, z, spec, allArms(), log)
 }

@@ -1,0 +1,78 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Goals states the goals against the figures of a run, one line
+// each: measured, target, met or MISSED (and by how much). Goals whose
+// figures the run did not produce are left out.
+func Goals(figs []Figure) []string {
+	get := func(scenario, arm, metric string) (float64, bool) {
+		for _, f := range figs {
+			if f.Scenario == scenario && f.Arm == arm && f.Metric == metric {
+				return f.Value, true
+			}
+		}
+		return 0, false
+	}
+	find := func(scenario, arm, prefix string) (Figure, bool) {
+		for _, f := range figs {
+			if f.Scenario == scenario && f.Arm == arm && strings.HasPrefix(f.Metric, prefix) {
+				return f, true
+			}
+		}
+		return Figure{}, false
+	}
+	verdict := func(ok bool, by string) string {
+		if ok {
+			return "met"
+		}
+		return "MISSED by " + by
+	}
+	var lines []string
+	for _, api := range []string{ArmJSON, ArmProto} {
+		gw, ok1 := get("broad", ArmGateway, "CPU per 1000 deliveries")
+		a, ok2 := get("broad", api, "CPU per 1000 deliveries")
+		if ok1 && ok2 && a > 0 {
+			r := gw / a
+			lines = append(lines, fmt.Sprintf("goal: fan-out CPU per delivery <= 0.5x %s: %.3f s vs %.3f s per 1000 = %.2fx, %s",
+				api, gw, a, r, verdict(r <= 0.5, fmt.Sprintf("%.2fx (%.0f%% over)", r/0.5, (r/0.5-1)*100))))
+		}
+		gw99, ok1 := get("broad", ArmGateway, "latency p99")
+		a99, ok2 := get("broad", api, "latency p99")
+		if ok1 && ok2 {
+			lines = append(lines, fmt.Sprintf("goal: broad fan-out p99 latency <= %s's: %.1f ms vs %.1f ms, %s",
+				api, gw99, a99, verdict(gw99 <= a99, fmt.Sprintf("%.1f ms", gw99-a99))))
+		}
+	}
+	if f, ok := find("idle", ArmGateway, "RSS per idle subscriber"); ok {
+		lines = append(lines, fmt.Sprintf("goal: %s <= 16 KiB: %.1f KiB, %s", f.Metric, f.Value, verdict(f.Value <= 16, fmt.Sprintf("%.1f KiB", f.Value-16))))
+	}
+	if f, ok := find("idle", ArmGateway, "Go heap+stacks per idle subscriber"); ok {
+		lines = append(lines, fmt.Sprintf("goal: %s <= 16 KiB: %.1f KiB, %s", f.Metric, f.Value, verdict(f.Value <= 16, fmt.Sprintf("%.1f KiB", f.Value-16))))
+	}
+	if f, ok := find("snapshot", ArmGateway, "time to snapshot of"); ok && strings.HasSuffix(f.Metric, "(median)") {
+		lines = append(lines, fmt.Sprintf("goal: %s <= 100 ms: %.1f ms, %s", f.Metric, f.Value, verdict(f.Value <= 100, fmt.Sprintf("%.1f ms", f.Value-100))))
+	}
+	if f, ok := find("coldstart", ArmGateway, "cache heap / JSON size"); ok {
+		lines = append(lines, fmt.Sprintf("goal: %s <= 1.3x: %.2fx, %s", f.Metric, f.Value, verdict(f.Value <= 1.3, fmt.Sprintf("%.2fx", f.Value-1.3))))
+	}
+	bad := 0
+	var where []string
+	for _, f := range figs {
+		if strings.HasPrefix(f.Metric, "missed") || strings.HasPrefix(f.Metric, "duplicated") || strings.HasPrefix(f.Metric, "out of order") {
+			if f.Value != 0 {
+				bad++
+				where = append(where, fmt.Sprintf("%s/%s/%s=%.0f", f.Scenario, f.Arm, f.Metric, f.Value))
+			}
+		}
+	}
+	if bad == 0 {
+		lines = append(lines, "goal: zero missed or duplicated events in every scenario: met")
+	} else {
+		lines = append(lines, "goal: zero missed or duplicated events in every scenario: MISSED: "+strings.Join(where, ", "))
+	}
+	return append(lines, RESTGoals(figs)...)
+}
