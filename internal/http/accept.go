@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"mime"
 	"net/http"
@@ -93,31 +92,119 @@ func parseIncludeObject(r *http.Request, version string) (*tableOptions, error) 
 
 // errNoMetadata is returned for stored JSON without a metadata object,
 // which the informer never stores.
-var errNoMetadata = errors.New("object has no metadata")
+var errNoMetadata = errors.New("object has no metadata object")
 
-// rawMetadata returns the "metadata" value of an object's stored JSON.
-// It reads the top-level keys in order and stops at metadata, which the
-// apiserver writes right after kind and apiVersion, so the object's spec
-// and status are not scanned.
-func rawMetadata(raw []byte) (json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+// errMalformed is returned for input that is not a JSON object.
+var errMalformed = errors.New("malformed JSON object")
+
+// rawMetadata returns the "metadata" value of an object's stored JSON, as
+// a slice of raw (not a copy). It walks the top-level keys and skips their
+// values without decoding them, stopping at metadata (which encoders
+// write right after apiVersion and kind), so spec and status are not
+// scanned. raw is JSON the gateway encoded itself; the walk still checks
+// bounds at every step, so malformed input is an error, never a panic.
+func rawMetadata(raw []byte) ([]byte, error) {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return nil, errMalformed
+	}
+	i = skipSpace(raw, i+1)
+	if i < len(raw) && raw[i] == '}' {
 		return nil, errNoMetadata
 	}
-	for dec.More() {
-		tok, err := dec.Token()
+	for {
+		if i >= len(raw) || raw[i] != '"' {
+			return nil, errMalformed
+		}
+		kEnd, err := skipString(raw, i)
 		if err != nil {
 			return nil, err
 		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
+		key := raw[i+1 : kEnd-1]
+		i = skipSpace(raw, kEnd)
+		if i >= len(raw) || raw[i] != ':' {
+			return nil, errMalformed
+		}
+		i = skipSpace(raw, i+1)
+		vEnd, err := skipValue(raw, i)
+		if err != nil {
 			return nil, err
 		}
-		if tok == "metadata" {
-			return v, nil
+		if string(key) == "metadata" {
+			if raw[i] != '{' {
+				return nil, errNoMetadata
+			}
+			return raw[i:vEnd], nil
+		}
+		i = skipSpace(raw, vEnd)
+		switch {
+		case i < len(raw) && raw[i] == ',':
+			i = skipSpace(raw, i+1)
+		case i < len(raw) && raw[i] == '}':
+			return nil, errNoMetadata
+		default:
+			return nil, errMalformed
 		}
 	}
-	return nil, errNoMetadata
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string that starts at b[i].
+func skipString(b []byte, i int) (int, error) {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1, nil
+		}
+	}
+	return 0, errMalformed
+}
+
+// skipValue returns the index after the JSON value that starts at b[i].
+func skipValue(b []byte, i int) (int, error) {
+	if i >= len(b) {
+		return 0, errMalformed
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				end, err := skipString(b, j)
+				if err != nil {
+					return 0, err
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1, nil
+				}
+			}
+		}
+		return 0, errMalformed
+	}
+	j := i // a number, true, false or null
+	for j < len(b) && !strings.ContainsRune(",}] \t\r\n", rune(b[j])) {
+		j++
+	}
+	if j == i {
+		return 0, errMalformed
+	}
+	return j, nil
 }
 
 // appendPartialMetadata writes o as a PartialObjectMetadata of the given

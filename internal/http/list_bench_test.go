@@ -55,3 +55,38 @@ func BenchmarkListEnvelope(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkListForms compares the answer forms of one page of cached
+// pods: the stored JSON (copied), PartialObjectMetadataList (metadata
+// sliced out of each object's JSON) and a Table with the pod columns
+// (each object decoded once, the Table encoded).
+func BenchmarkListForms(b *testing.B) {
+	const n = 500
+	pods := benchPods(b, n)
+	slices.SortFunc(pods, compareObjects)
+	podsInfo := &informer.ResourceInfo{GVR: corev1.SchemeGroupVersion.WithResource("pods"), Namespaced: true}
+	opts := &tableOptions{version: "v1", includeObject: metav1.IncludeMetadata}
+	for _, form := range []string{"json", "metadata", "table"} {
+		b.Run("form="+form, func(b *testing.B) {
+			var buf bytes.Buffer
+			b.ReportAllocs()
+			for b.Loop() {
+				buf.Reset()
+				switch form {
+				case "json":
+					appendList(&buf, "PodList", "v1", 1, "", 0, pods)
+				case "metadata":
+					if err := appendMetadataList(&buf, "v1", 1, "", 0, pods); err != nil {
+						b.Fatal(err)
+					}
+				case "table":
+					t := buildTable(podsInfo, nil, pods, opts, true, goldenNow)
+					if err := json.NewEncoder(&buf).Encode(t); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/object")
+		})
+	}
+}

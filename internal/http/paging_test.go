@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -198,6 +199,13 @@ func TestRawMetadata(t *testing.T) {
 		`{"kind":"Pod"}`:                 "",
 		`[]`:                             "",
 		`{"metadata":`:                   "",
+		`{"metadata":"x"}`:               "",
+		`{"a":"}\"{","b":[{"c":1},true,null,-1.5e3],"metadata":{"s":"\\"}}`: `{"s":"\\"}`,
+		`{"a":1 "metadata":{}}`: "",
+		`{"a":`:                 "",
+		`{"a":[}`:               "",
+		`{}`:                    "",
+		``:                      "",
 	} {
 		got, err := rawMetadata([]byte(raw))
 		if string(got) != want || (want == "") != (err != nil) {
@@ -243,6 +251,26 @@ func FuzzContinueToken(f *testing.F) {
 
 // FuzzAPIPath checks that path parsing never panics and only names
 // resources with non-empty segments.
+// FuzzRawMetadata checks that the metadata walk never panics and returns
+// a JSON object taken from its input.
+func FuzzRawMetadata(f *testing.F) {
+	f.Add(`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a"},"spec":{}}`)
+	f.Add(`{"a":"}\"{","metadata":{"s":"\\"}}`)
+	f.Add(`{"a":[1,{"b":"]"}],"metadata":{}}`)
+	f.Fuzz(func(t *testing.T, in string) {
+		m, err := rawMetadata([]byte(in))
+		if err != nil {
+			return
+		}
+		if !strings.Contains(in, string(m)) || m[0] != '{' || m[len(m)-1] != '}' {
+			t.Fatalf("%q: metadata %q", in, m)
+		}
+		if json.Valid([]byte(in)) && !json.Valid(m) {
+			t.Fatalf("%q: invalid metadata %q from valid input", in, m)
+		}
+	})
+}
+
 func FuzzAPIPath(f *testing.F) {
 	for _, s := range []string{"/api/v1/pods", "/apis/a/b/namespaces/c/d/e", "//", "/api/v1/namespaces//pods"} {
 		f.Add(s)
