@@ -80,6 +80,16 @@ func TestMetadataOnly(t *testing.T) {
 			string(o["apiVersion"]) != `"meta.k8s.io/v1"` {
 			t.Errorf("get: %d %s", r.code, r.body)
 		}
+		// Table rows carry the same metadata (kubectl reads it for
+		// -A, --show-labels and -L).
+		r = do(t, "GET", gw+"/api/v1/namespaces/"+ns+"/configmaps/m-1", "Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+		var tbl metav1.Table
+		var rowMeta metav1.PartialObjectMetadata
+		if r.code != 200 || json.Unmarshal(r.body, &tbl) != nil || len(tbl.Rows) != 1 ||
+			json.Unmarshal(tbl.Rows[0].Object.Raw, &rowMeta) != nil || rowMeta.Kind != "PartialObjectMetadata" ||
+			rowMeta.Annotations["note"] != "m-1" || rowMeta.Labels["app"] != "m" {
+			t.Errorf("table row metadata: %d %s", r.code, r.body)
+		}
 		r = do(t, "GET", gw+"/api/v1/namespaces/"+ns+"/configmaps/m-1", "Accept", accept)
 		if st := r.status(t); r.code != http.StatusNotAcceptable || st.Reason != metav1.StatusReasonNotAcceptable {
 			t.Errorf("list form for a get: %d %s", r.code, r.body)

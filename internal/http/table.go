@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -172,10 +173,17 @@ func tableRow(o *informer.Object, cells []any, conds []metav1.TableRowCondition,
 	case metav1.IncludeObject:
 		row.Object = runtime.RawExtension{Raw: o.Raw}
 	case metav1.IncludeMetadata:
-		m, _ := json.Marshal(&metav1.PartialObjectMetadata{
-			TypeMeta:   metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"},
-			ObjectMeta: o.ObjectMeta})
-		row.Object = runtime.RawExtension{Raw: m}
+		// The object's whole stored metadata, as from the apiserver;
+		// the cached ObjectMeta is only a subset.
+		var b bytes.Buffer
+		if appendPartialMetadata(&b, "v1", o) != nil {
+			m, _ := json.Marshal(&metav1.PartialObjectMetadata{
+				TypeMeta:   metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"},
+				ObjectMeta: o.ObjectMeta})
+			b.Reset()
+			b.Write(m)
+		}
+		row.Object = runtime.RawExtension{Raw: b.Bytes()}
 	}
 	return row
 }
