@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 
@@ -23,17 +24,34 @@ type rawConn struct {
 	net.Conn
 }
 
-// rawDial connects as user and completes the handshake, reading the
-// response one byte at a time so that nothing after it is consumed.
+// rawDial connects as user and completes the handshake, failing the test
+// unless the gateway upgrades the connection.
 func (g *gateway) rawDial(t *testing.T, user string) *rawConn {
 	t.Helper()
-	c, err := net.Dial("tcp", g.addr)
+	c, status, err := g.rawHandshake(user)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
+	if status != http.StatusSwitchingProtocols {
+		t.Fatalf("handshake answered %d", status)
+	}
+	return c
+}
+
+// rawHandshake connects as user and sends the handshake. It returns the
+// connection and the response's status code; the response is read one
+// byte at a time up to the end of its header, so that nothing after it
+// is consumed.
+func (g *gateway) rawHandshake(user string) (*rawConn, int, error) {
+	c, err := net.Dial("tcp", g.addr)
+	if err != nil {
+		return nil, 0, err
+	}
+	rc := &rawConn{Conn: c}
 	if err := c.(*net.TCPConn).SetReadBuffer(128 << 10); err != nil {
-		t.Fatal(err)
+		c.Close()
+		return nil, 0, err
 	}
 	key := make([]byte, 16)
 	_, _ = rand.Read(key)
@@ -44,20 +62,24 @@ func (g *gateway) rawDial(t *testing.T, user string) *rawConn {
 	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
 	defer c.SetDeadline(time.Time{})
 	if _, err := c.Write([]byte(req)); err != nil {
-		t.Fatal(err)
+		c.Close()
+		return nil, 0, err
 	}
 	var resp []byte
 	b := make([]byte, 1)
 	for !bytes.HasSuffix(resp, []byte("\r\n\r\n")) {
 		if _, err := c.Read(b); err != nil {
-			t.Fatalf("handshake: %v after %q", err, resp)
+			c.Close()
+			return nil, 0, fmt.Errorf("handshake: %w after %q", err, resp)
 		}
 		resp = append(resp, b[0])
 	}
-	if !bytes.HasPrefix(resp, []byte("HTTP/1.1 101 ")) {
-		t.Fatalf("handshake answered %q", resp)
+	var status int
+	if _, err := fmt.Sscanf(string(resp), "HTTP/1.1 %d ", &status); err != nil {
+		c.Close()
+		return nil, 0, fmt.Errorf("handshake answered %q", resp)
 	}
-	return &rawConn{Conn: c}
+	return rc, status, nil
 }
 
 // Frame opcodes (RFC 6455).

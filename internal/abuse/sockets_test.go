@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"kubegate/internal/config"
 	"kubegate/internal/testenv"
 )
 
@@ -221,4 +222,81 @@ func warmUp(t *testing.T, g *gateway, ns string) {
 		_ = c.Close(websocket.StatusNormalClosure, "")
 	}
 	eventually(t, "the warm-up sockets to close", func() bool { return g.ws.Sockets() == 0 })
+}
+
+// TestThousandSilentSocketsFromOneIdentity: the same flood from a client
+// that never reads, so never answers the close handshake of the sockets
+// refused after the upgrade. Each of those holds a goroutine for up to 5s;
+// the per-user request rate and in-flight limits bound how many exist at
+// once, and every attempt is still answered (101 or 429).
+func TestThousandSilentSocketsFromOneIdentity(t *testing.T) {
+	const attempts, workers, limit = 1000, 50, 100
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	g := startGateway(t, gatewayOptions{})
+	warmUp(t, g, ns)
+	base := measure()
+	peak := startSampler()
+
+	var (
+		mu       sync.Mutex
+		conns    []*rawConn
+		statuses = map[int]int{}
+		failures []error
+		dialers  sync.WaitGroup
+	)
+	next := make(chan int)
+	for range workers {
+		dialers.Go(func() {
+			for range next {
+				c, status, err := g.rawHandshake(abuser)
+				mu.Lock()
+				if err != nil {
+					failures = append(failures, err)
+				} else {
+					statuses[status]++
+					if status == http.StatusSwitchingProtocols {
+						conns = append(conns, c)
+					} else {
+						c.Close() // an idle keep-alive connection is the HTTP server's matter, not this test's
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range attempts {
+		next <- i
+	}
+	close(next)
+	dialers.Wait()
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	if len(failures) > 0 {
+		t.Fatalf("%d attempts failed, first: %v", len(failures), failures[0])
+	}
+	upgraded, refused := statuses[http.StatusSwitchingProtocols], statuses[http.StatusTooManyRequests]
+	t.Logf("%d attempts: %d upgraded (%d of them over the limit), %d answered 429 (%v by the request rate, %v by the in-flight limit)",
+		attempts, upgraded, upgraded-limit, refused,
+		g.metric(t, "kubegate_auth_rate_limited_total", "limit", "rate"), g.metric(t, "kubegate_auth_rate_limited_total", "limit", "inflight"))
+	if upgraded+refused != attempts {
+		t.Fatalf("answers by status: %v", statuses)
+	}
+	eventually(t, "the gateway to hold the limit", func() bool { return g.ws.Sockets() == limit })
+	attached := measure()
+	// Two goroutines per open socket, one per refused socket waiting for
+	// its close reply; the in-flight limit bounds both together.
+	if maxG := base.goroutines + 2*config.Default().Auth.UserMaxInflight + afterTolerance.goroutines; attached.goroutines > maxG {
+		t.Fatalf("%d goroutines with the flood attached, bound %d", attached.goroutines, maxG)
+	}
+
+	for _, c := range conns {
+		c.Close()
+	}
+	eventually(t, "every socket to be gone", func() bool { return g.ws.Sockets() == 0 })
+	after := settle(t, base, afterTolerance)
+	report(t, base, attached, peak.stop(), after)
 }
