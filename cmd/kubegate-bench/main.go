@@ -49,6 +49,7 @@ func main() {
 	flag.IntVar(&z.Reconnect, "reconnect", d.Reconnect, "reconnect: subscribers per arm that drop and resume")
 	flag.IntVar(&z.Snapshots, "snapshots", d.Snapshots, "snapshot: new subscribers timed per arm")
 	flag.IntVar(&z.RESTReps, "rest-reps", d.RESTReps, "rest: lists per case and arm")
+	flag.IntVar(&z.RESTConcurrency, "rest-concurrency", 1, "rest: lists in flight at once per case and arm (1: sequential, so a latency is one list's own)")
 	flag.IntVar(&z.ColdStartPods, "coldstart-pods", d.ColdStartPods, "coldstart: Pods the new gateway syncs (more are created if needed)")
 	flag.DurationVar(&z.Drain, "drain", d.Drain, "longest wait for deliveries after the last write")
 	flag.StringVar(&z.PerfDir, "perf", "", "record perf CPU profiles of the gateway and kube-apiserver during the broad, selective and burst scenarios into this `dir`")
@@ -68,8 +69,9 @@ func main() {
 			"burst-subscribers": func() { z.BurstSubscribers = explicit.BurstSubscribers }, "burst-updates": func() { z.BurstUpdates = explicit.BurstUpdates },
 			"slow": func() { z.Slow = explicit.Slow }, "slow-rate": func() { z.SlowRate = explicit.SlowRate },
 			"reconnect": func() { z.Reconnect = explicit.Reconnect }, "snapshots": func() { z.Snapshots = explicit.Snapshots },
-			"rest-reps":      func() { z.RESTReps = explicit.RESTReps },
-			"coldstart-pods": func() { z.ColdStartPods = explicit.ColdStartPods }, "drain": func() { z.Drain = explicit.Drain },
+			"rest-reps":        func() { z.RESTReps = explicit.RESTReps },
+			"rest-concurrency": func() { z.RESTConcurrency = explicit.RESTConcurrency },
+			"coldstart-pods":   func() { z.ColdStartPods = explicit.ColdStartPods }, "drain": func() { z.Drain = explicit.Drain },
 			"proto-http2": func() { z.ProtoHTTP2 = explicit.ProtoHTTP2 },
 			"perf":        func() { z.PerfDir = explicit.PerfDir },
 		}

@@ -37,7 +37,7 @@ var scenarios = map[string]func(context.Context, *Env, Sizes, io.Writer) ([]Figu
 	"idle":     scenarioIdle,
 	"snapshot": scenarioSnapshot,
 	ScenarioREST: func(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]Figure, error) {
-		return RunREST(ctx, env, RESTOptions{Reps: z.RESTReps, Log: log})
+		return RunREST(ctx, env, RESTOptions{Reps: z.RESTReps, Concurrency: z.RESTConcurrency, Log: log})
 	},
 	"broad":     scenarioBroad,
 	"selective": scenarioSelective,

@@ -44,6 +44,9 @@ type Sizes struct {
 	// RESTReps: lists per case and arm in the rest scenario (RunREST stops
 	// a case early past its time budget).
 	RESTReps int
+	// RESTConcurrency: lists in flight at once per case in the rest
+	// scenario. 0 or 1: one at a time, so a latency is one list's own.
+	RESTConcurrency int
 	// ColdStartPods: Pods the cold-started gateway syncs; when above the
 	// workload's, the difference is created first.
 	ColdStartPods int
