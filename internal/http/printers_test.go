@@ -285,4 +285,10 @@ func TestTableFallsBackToGeneric(t *testing.T) {
 	if len(tbl.Rows) != 1 || tbl.Rows[0].Cells[0] != "db" || len(tbl.Rows[0].Cells) != len(configMapColumns) {
 		t.Errorf("undecodable row: %v", tbl.Rows)
 	}
+	info.GVR = schema.GroupVersionResource{Version: "v1", Resource: "events"}
+	o.Raw = []byte(`{"kind":"Event","metadata":{"name":"db"},"count":"many"}`)
+	tbl = buildTable(info, nil, []*informer.Object{o}, &tableOptions{version: "v1"}, true, goldenNow)
+	if len(tbl.Rows) != 1 || tbl.Rows[0].Cells[len(eventColumns)-1] != "db" || tbl.Rows[0].Cells[0] != nil {
+		t.Errorf("undecodable event row: %v", tbl.Rows)
+	}
 }

@@ -116,7 +116,11 @@ func buildTable(info *informer.ResourceInfo, cols []printerColumn, objs []*infor
 				// Stored objects come from the apiserver and decode; should
 				// one not, its row still names it.
 				cells = make([]any, len(p.columns))
-				cells[0] = o.Name
+				for i, c := range p.columns {
+					if c.Name == "Name" {
+						cells[i] = o.Name
+					}
+				}
 			}
 			t.Rows = append(t.Rows, tableRow(o, cells, conds, opts))
 		}
