@@ -74,8 +74,8 @@ func TestClientsThatDoNotRead(t *testing.T) {
 		go func() {
 			ping := make([]byte, 125)
 			sent := 0
-			for c.writeFrame(opPing, ping) == nil {
-				sent++
+			for c.writeFrames(opPing, ping, 256) == nil {
+				sent += 256
 			}
 			pingers <- sent
 		}()

@@ -91,6 +91,11 @@ const (
 
 // writeFrame sends one final, masked frame.
 func (r *rawConn) writeFrame(op byte, payload []byte) error {
+	return r.writeFrames(op, payload, 1)
+}
+
+// writeFrames sends n copies of a final, masked frame in one write.
+func (r *rawConn) writeFrames(op byte, payload []byte, n int) error {
 	hdr := []byte{0x80 | op}
 	switch n := len(payload); {
 	case n < 126:
@@ -109,8 +114,9 @@ func (r *rawConn) writeFrame(op byte, payload []byte) error {
 	for i, c := range payload {
 		masked[i] = c ^ mask[i%4]
 	}
+	frame := append(hdr, masked...)
 	_ = r.SetWriteDeadline(time.Now().Add(30 * time.Second)) // a failure bound
-	if _, err := r.Write(append(hdr, masked...)); err != nil {
+	if _, err := r.Write(bytes.Repeat(frame, n)); err != nil {
 		return fmt.Errorf("write frame: %w", err)
 	}
 	return nil
