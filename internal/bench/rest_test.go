@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/client-go/rest"
 )
 
@@ -263,6 +264,29 @@ func TestRunRESTFake(t *testing.T) {
 	}
 	if lines := RESTGoals(figs); len(lines) != 3 || !strings.Contains(lines[2], "p99 <= 50 ms") {
 		t.Errorf("RESTGoals = %q", lines)
+	}
+}
+
+func TestRESTGoals(t *testing.T) {
+	fig := func(arm, metric string, v float64) Figure {
+		return Figure{Scenario: ScenarioREST, Arm: arm, Metric: metric, Unit: "ms", Value: v}
+	}
+	figs := []Figure{
+		fig(ArmGateway, "list all p50", 40), fig(ArmGateway, "list all p99", 60),
+		fig(ArmGateway, "list all CPU/list", 20), fig(ArmGateway, "list all items", 10000),
+		fig(ArmAPIServerRVUnset, "list all p50", 800), fig(ArmAPIServerRVUnset, "list all CPU/list", 1000),
+		fig(ArmAPIServerRV0, "list all p50", 200), fig(ArmAPIServerRV0, "list all CPU/list", 500),
+	}
+	want := []string{
+		"goal: list of all 10000 Pods >= 10x faster than apiserver rv=unset: gateway p50 40.0 ms, apiserver rv=unset p50 800.0 ms: 20.0x, met (CPU per list 20.0 ms vs 1000.0 ms: 50.0x)",
+		"goal: list of all 10000 Pods >= 10x faster than apiserver rv=0: gateway p50 40.0 ms, apiserver rv=0 p50 200.0 ms: 5.0x, MISSED (CPU per list 20.0 ms vs 500.0 ms: 25.0x)",
+		"goal: list of all 10000 Pods p99 <= 50 ms: gateway p99 60.0 ms, MISSED",
+	}
+	if diff := cmp.Diff(want, RESTGoals(figs)); diff != "" {
+		t.Errorf("RESTGoals (-want +got):\n%s", diff)
+	}
+	if got := RESTGoals(figs[4:]); got != nil {
+		t.Errorf("RESTGoals without the gateway's figures = %q, want none", got)
 	}
 }
 
