@@ -143,6 +143,13 @@ func (a *SubjectAccessReview) Authorize(ctx context.Context, u *User, req Reques
 		return Decision{}, unauthorized("no user")
 	}
 	if err := u.Revalidate(ctx); err != nil {
+		if errors.Is(err, ErrReviewFailed) {
+			// The token could not be checked, which says nothing about
+			// the token: the stream ends as for any review that could
+			// not be made (503), not as unauthenticated or internal.
+			a.opts.Metrics.authzResult(req.Verb, "error")
+			return Decision{}, unavailable("authentication")
+		}
 		a.opts.Metrics.authzResult(req.Verb, "unauthenticated")
 		return Decision{}, err
 	}

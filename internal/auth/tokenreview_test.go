@@ -211,6 +211,18 @@ func TestRevalidate(t *testing.T) {
 	if _, err := sar.Authorize(ctx, u, req); !isCode(err, http.StatusUnauthorized) {
 		t.Fatalf("after the token was revoked: err = %v, want 401", err)
 	}
+	// While the apiserver cannot be asked, a re-check answers 503, not
+	// 401 (the token may be fine) and not 500.
+	s.set(func(s *reviewServer) { s.tokens["good"] = authenticationv1.UserInfo{Username: "alice"} })
+	clk.Step(DefaultTokenFailureTTL)
+	if _, err := sar.Authorize(ctx, u, req); err != nil {
+		t.Fatalf("token accepted again: %v", err)
+	}
+	s.set(func(s *reviewServer) { s.fail = errUnavailable })
+	clk.Step(DefaultTokenSuccessTTL)
+	if _, err := sar.Authorize(ctx, u, req); !isCode(err, http.StatusServiceUnavailable) {
+		t.Fatalf("TokenReview failing: err = %v, want 503", err)
+	}
 	// Users whose credentials cannot change have nothing to revalidate.
 	if err := alice.Revalidate(ctx); err != nil {
 		t.Fatal(err)
