@@ -34,14 +34,16 @@ func BuildGateway(ctx context.Context, dir string, race bool) (string, error) {
 	return bin, nil
 }
 
-// gateway is a running gateway process. Its output goes to out; the
-// goroutine started by startGateway waits for the process and closes done.
+// gateway is a running gateway process. Its output goes to out, and its
+// warning and error lines also to warnings; the goroutine started by
+// startGateway waits for the process and closes done.
 type gateway struct {
-	cmd  *exec.Cmd
-	base string // http://host:port
-	out  *tailBuffer
-	done chan struct{}
-	err  error // set before done is closed
+	cmd      *exec.Cmd
+	base     string // http://host:port
+	out      *tailBuffer
+	warnings *warnLines
+	done     chan struct{}
+	err      error // set before done is closed
 }
 
 func startGateway(bin string, args ...string) (*gateway, error) {
@@ -49,9 +51,10 @@ func startGateway(bin string, args ...string) (*gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &gateway{base: "http://" + addr, out: &tailBuffer{max: 64 << 10}, done: make(chan struct{})}
+	g := &gateway{base: "http://" + addr, out: &tailBuffer{max: 64 << 10}, warnings: &warnLines{max: 1000}, done: make(chan struct{})}
 	g.cmd = exec.Command(bin, append([]string{"--listen", addr}, args...)...)
-	g.cmd.Stdout, g.cmd.Stderr = g.out, g.out
+	w := io.MultiWriter(g.out, g.warnings)
+	g.cmd.Stdout, g.cmd.Stderr = w, w
 	if err := g.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start gateway: %w", err)
 	}
@@ -225,4 +228,42 @@ func (b *tailBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return string(b.buf)
+}
+
+// warnLines keeps the first max lines of JSON log output whose level is
+// warn or above, for the report.
+type warnLines struct {
+	mu      sync.Mutex // guards the fields below
+	max     int
+	partial []byte
+	lines   []string
+	dropped int
+}
+
+func (w *warnLines) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.partial = append(w.partial, p...)
+	for {
+		i := bytes.IndexByte(w.partial, '\n')
+		if i < 0 {
+			break
+		}
+		line := w.partial[:i]
+		if bytes.Contains(line, []byte(`"level":"warn"`)) || bytes.Contains(line, []byte(`"level":"error"`)) {
+			if len(w.lines) < w.max {
+				w.lines = append(w.lines, string(line))
+			} else {
+				w.dropped++
+			}
+		}
+		w.partial = append(w.partial[:0], w.partial[i+1:]...)
+	}
+	return len(p), nil
+}
+
+func (w *warnLines) get() ([]string, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.lines...), w.dropped
 }

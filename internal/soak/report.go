@@ -56,7 +56,11 @@ type Report struct {
 	ConvergedAfter  time.Duration `json:"convergedAfter"`
 	Samples         []Sample      `json:"samples"`
 	Totals          Totals        `json:"totals"`
-	Problems        []string      `json:"problems"`
+	// GatewayWarnings are the gateway's log lines at warn level or above
+	// (the first 1,000; WarningsDropped counts the rest).
+	GatewayWarnings []string `json:"gatewayWarnings,omitempty"`
+	WarningsDropped int      `json:"warningsDropped,omitempty"`
+	Problems        []string `json:"problems"`
 }
 
 // Totals are the client counters at the end, by detail.

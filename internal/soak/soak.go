@@ -228,6 +228,11 @@ func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if rep != nil {
+			rep.GatewayWarnings, rep.WarningsDropped = r.gw.warnings.get()
+		}
+	}()
 	r.wsURL = "ws" + strings.TrimPrefix(r.gw.base, "http") + "/ws"
 	defer func() {
 		if stopErr := r.gw.stop(20 * time.Second); stopErr != nil && rep != nil {

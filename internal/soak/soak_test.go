@@ -51,6 +51,7 @@ func TestSoak(t *testing.T) {
 			t.Errorf("write report: %v", ferr)
 		}
 		t.Logf("soak: report in %s; totals %+v", strings.Join(files, ", "), rep.Totals)
+		t.Logf("soak: the gateway logged %d warnings or errors (in the JSON report)", len(rep.GatewayWarnings)+rep.WarningsDropped)
 		for _, p := range rep.Problems {
 			t.Error(p)
 		}
@@ -126,5 +127,23 @@ func TestDiff(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("diff %q does not say %q", got, want)
 		}
+	}
+}
+
+func TestWarnLines(t *testing.T) {
+	w := &warnLines{max: 2}
+	for _, chunk := range []string{
+		`{"level":"info","msg":"a"}` + "\n" + `{"level":"warn","msg":"b"`,
+		`}` + "\n" + `{"level":"error","msg":"c"}` + "\n",
+		`{"level":"warn","msg":"d"}` + "\n",
+	} {
+		if _, err := w.Write([]byte(chunk)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines, dropped := w.get()
+	want := []string{`{"level":"warn","msg":"b"}`, `{"level":"error","msg":"c"}`}
+	if strings.Join(lines, "|") != strings.Join(want, "|") || dropped != 1 {
+		t.Errorf("lines %q dropped %d, want %q and 1", lines, dropped, want)
 	}
 }
