@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -114,6 +115,8 @@ func openParallel(ctx context.Context, subs []*subscriber, open func(context.Con
 // (see docs/benchmarks.md for why).
 type wsArm struct {
 	url string
+	// resource to subscribe to; "" is pods.
+	resource string
 	// resume, when set, subscribes with each subscriber's lastRV.
 	resume bool
 	// snapshots counts subscribers whose first frame after the ack was a
@@ -155,7 +158,7 @@ func (a *wsArm) Open(ctx context.Context, subs []*subscriber, rv uint64) error {
 		a.mu.Lock()
 		a.conns = append(a.conns, c)
 		a.mu.Unlock()
-		f := subscribeFrame{Type: "subscribe", ID: "s", Resource: "pods", Namespace: s.namespace, SendInitialEvents: new(bool)}
+		f := subscribeFrame{Type: "subscribe", ID: "s", Resource: cmp.Or(a.resource, "pods"), Namespace: s.namespace, SendInitialEvents: new(bool)}
 		if a.resume {
 			f.ResourceVersion = strconv.FormatUint(s.lastRV, 10)
 		} else if rv != 0 {
