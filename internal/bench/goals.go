@@ -56,8 +56,9 @@ func Goals(figs []Figure) []string {
 	if f, ok := find("snapshot", ArmGateway, "time to snapshot of"); ok && strings.HasSuffix(f.Metric, "(median)") {
 		lines = append(lines, fmt.Sprintf("goal: %s <= 100 ms: %.1f ms, %s", f.Metric, f.Value, verdict(f.Value <= 100, fmt.Sprintf("%.1f ms", f.Value-100))))
 	}
-	if f, ok := find("coldstart", ArmGateway, "cache heap / JSON size"); ok {
-		lines = append(lines, fmt.Sprintf("goal: %s <= 1.3x: %.2fx, %s", f.Metric, f.Value, verdict(f.Value <= 1.3, fmt.Sprintf("%.2fx", f.Value-1.3))))
+	if f, ok := find("coldstart", ArmGateway, "heap in use (no GC) / JSON size"); ok {
+		lines = append(lines, fmt.Sprintf("goal: cache memory <= 1.3x JSON: %s %.2fx is an upper bound (garbage of the sync included); BenchmarkCacheMemory (internal/informer) measures it after a GC",
+			f.Metric, f.Value))
 	}
 	bad := 0
 	var where []string

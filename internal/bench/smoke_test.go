@@ -152,7 +152,7 @@ func TestSmoke(t *testing.T) {
 	if rest == 0 {
 		t.Error("no figures from the rest scenario")
 	}
-	for _, m := range []string{"time to ready", "peak RSS", "steady RSS", "cache heap / JSON size"} {
+	for _, m := range []string{"time to ready", "peak RSS", "steady RSS", "heap in use (no GC) / JSON size"} {
 		positive("coldstart", ArmGateway, fmt.Sprintf("%s (%d pods)", m, pods))
 	}
 }
