@@ -31,9 +31,9 @@ func buildGateway(t *testing.T) string {
 
 // smokeSizes are tiny, so the whole run takes well under a minute.
 var smokeSizes = Sizes{
-	Idle: 10, Broad: 10, BroadRate: 20, Duration: time.Second,
-	Selective: 8, SelectiveRate: 20, BurstSubscribers: 5, BurstUpdates: 100,
-	Slow: 100, SlowRate: 20, Reconnect: 10, Snapshots: 1, RESTReps: 2, ColdStartPods: 40,
+	Idle: 10, Broad: 10, BroadRate: 40, Duration: 500 * time.Millisecond,
+	Selective: 8, SelectiveRate: 40, BurstSubscribers: 5, BurstUpdates: 40,
+	Slow: 100, SlowRate: 40, Reconnect: 10, Snapshots: 1, RESTReps: 2, ColdStartPods: 40,
 	Drain: 30 * time.Second, Settle: 200 * time.Millisecond,
 }
 
