@@ -28,6 +28,7 @@ func main() {
 		jsonOut string
 		md      bool
 		full    bool
+		from    string
 	)
 	z := &o.Sizes
 	d := bench.DefaultSizes
@@ -56,6 +57,7 @@ func main() {
 	flag.BoolVar(&z.ProtoHTTP2, "proto-http2", false, "put the protobuf arm's watches on one HTTP/2 connection (client-go's default) instead of one HTTP/1.1 connection each")
 	flag.StringVar(&jsonOut, "json", "", "also write the results as JSON to this `file`")
 	flag.BoolVar(&md, "markdown", false, "print the table as Markdown")
+	flag.StringVar(&from, "from", "", "print the table and goals of an earlier run's JSON `file` instead of running")
 	flag.Parse()
 	if full {
 		set := map[string]bool{}
@@ -90,7 +92,16 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	r, err := bench.Run(ctx, o)
+	var (
+		r   bench.Report
+		err error
+	)
+	if from != "" {
+		r, err = bench.ReadJSON(from)
+		jsonOut = ""
+	} else {
+		r, err = bench.Run(ctx, o)
+	}
 	if md {
 		bench.Markdown(os.Stdout, r.Figures)
 	} else {

@@ -65,6 +65,19 @@ func WriteJSON(path string, r Report) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
+// ReadJSON reads a Report written by WriteJSON.
+func ReadJSON(path string) (Report, error) {
+	var r Report
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}
+
 // isAPIServer reports whether arm is one of kube-apiserver's arms.
 func isAPIServer(arm string) bool { return strings.HasPrefix(arm, ArmAPIServer) }
 
