@@ -38,7 +38,7 @@ func Goals(figs []Figure) []string {
 		if ok1 && ok2 && a > 0 {
 			r := gw / a
 			lines = append(lines, fmt.Sprintf("goal: fan-out CPU per delivery <= 0.5x %s: %.3f s vs %.3f s per 1000 = %.2fx, %s",
-				api, gw, a, r, verdict(r <= 0.5, fmt.Sprintf("%.2fx (%.0f%% over)", r/0.5, (r/0.5-1)*100))))
+				api, gw, a, r, verdict(r <= 0.5, fmt.Sprintf("%.0f%% (%.2fx the target ratio)", (r/0.5-1)*100, r/0.5))))
 		}
 		gw99, ok1 := get("broad", ArmGateway, "latency p99")
 		a99, ok2 := get("broad", api, "latency p99")
