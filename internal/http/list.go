@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -138,6 +139,11 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, rq apiRequest
 		s.writeTable(w, r, res.Info, page, rv, next, p.table, p.pretty)
 		return
 	}
+	kind, apiVersion := res.Info.GVK.Kind+"List", res.Info.GVR.GroupVersion().String()
+	if p.metadata == "" && !p.pretty {
+		writeList(w, r, kind, apiVersion, rv, next, remaining, page)
+		return
+	}
 	var b bytes.Buffer
 	if p.metadata != "" {
 		if err := appendMetadataList(&b, p.metadata, rv, next, remaining, page); err != nil {
@@ -145,9 +151,50 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, rq apiRequest
 			return
 		}
 	} else {
-		appendList(&b, res.Info.GVK.Kind+"List", res.Info.GVR.GroupVersion().String(), rv, next, remaining, page)
+		appendList(&b, kind, apiVersion, rv, next, remaining, page)
 	}
 	writeJSON(w, r, http.StatusOK, b.Bytes(), p.pretty)
+}
+
+// listWriteBuffer is the buffer writeList copies stored objects through:
+// large enough that a write to the connection carries many objects.
+const listWriteBuffer = 64 << 10
+
+// writeList streams a list answer (the same bytes appendList builds)
+// straight from the objects' stored JSON to the client. The answer is
+// never assembled in memory: a list of all 10,000 Pods would otherwise
+// cost a second copy of their JSON per request, and copying it twice
+// (into the buffer, then to the connection) was half the CPU of a list.
+// Content-Length is computed first, so clients still see the size.
+func writeList(w http.ResponseWriter, r *http.Request, kind, apiVersion string, rv uint64, next string, remaining int, page []*informer.Object) {
+	var head bytes.Buffer
+	appendListHead(&head, kind, apiVersion, rv, next, remaining)
+	const tail = "]}\n"
+	n := head.Len() + len(tail)
+	for i, o := range page {
+		if i > 0 {
+			n++
+		}
+		n += len(bytes.TrimRight(o.Raw, "\n"))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(n))
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return
+	}
+	bw := bufio.NewWriterSize(w, listWriteBuffer)
+	_, _ = bw.Write(head.Bytes())
+	for i, o := range page {
+		if i > 0 {
+			_ = bw.WriteByte(',')
+		}
+		if _, err := bw.Write(bytes.TrimRight(o.Raw, "\n")); err != nil {
+			return // the client went away; the status line is already sent
+		}
+	}
+	_, _ = bw.WriteString(tail)
+	_ = bw.Flush()
 }
 
 // appendList writes a list envelope around the objects' stored JSON.
