@@ -1,0 +1,52 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestTableRatios(t *testing.T) {
+	figs := []Figure{
+		{"broad", ArmGateway, "latency p99", "ms", 5},
+		{"broad", ArmJSON, "latency p99", "ms", 10},
+		{"broad", ArmProto, "latency p99", "ms", -1},
+		{"broad", ArmGateway, "missed", "count", 0},
+		{"broad", ArmJSON, "missed", "count", 0},
+		{"broad", ArmBench + " (" + ArmGateway + ")", "bench CPU", "s", 1.5},
+		{"coldstart", ArmGateway, "time to ready", "ms", 900},
+	}
+	var b strings.Builder
+	Markdown(&b, figs)
+	got := b.String()
+	for _, want := range []string{
+		"| broad | latency p99 | ms | 5.00 | apiserver/json | 10.00 | 0.50 |",
+		"| broad | latency p99 | ms | 5.00 | apiserver/proto | -1.00 | - |", // no ratio of a negative value
+		"| broad | missed | count | 0 | apiserver/json | 0 | = |",
+		"| broad | bench CPU | s | - | bench (gateway) | 1.50 | - |",
+		"| coldstart | time to ready | ms | 900.0 | - | - | - |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+func TestGoals(t *testing.T) {
+	figs := []Figure{
+		{"broad", ArmGateway, "CPU per 1000 deliveries", "s", 0.03},
+		{"broad", ArmJSON, "CPU per 1000 deliveries", "s", 0.05},
+		{"broad", ArmGateway, "latency p99", "ms", 20},
+		{"broad", ArmJSON, "latency p99", "ms", 30},
+		{"broad", ArmJSON, "missed", "count", 2},
+	}
+	got := strings.Join(Goals(figs), "\n")
+	for _, want := range []string{
+		"0.60x, MISSED by 20% (1.20x the target ratio)",
+		"p99 latency <= apiserver/json's: 20.0 ms vs 30.0 ms, met",
+		"zero missed or duplicated events in every scenario: MISSED: broad/apiserver/json/missed=2",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("goals lack %q:\n%s", want, got)
+		}
+	}
+}
