@@ -96,8 +96,14 @@ type ListenerOptions struct {
 	MaxBytes int64
 	// Wake receives a non-blocking send whenever notifications become
 	// available. Several listeners may share one channel (one per socket);
-	// it should have capacity 1. Required.
+	// it should have capacity 1. Either Wake or OnWake is required.
 	Wake chan<- struct{}
+	// OnWake, if set, is called instead of sending on Wake. It suits a
+	// consumer that starts a goroutine only when there is work, rather
+	// than keeping one parked on a channel (an idle WebSocket keeps no
+	// writer goroutine). It is called with the resource's lock held, so it
+	// must return at once and must not call the listener or the resource.
+	OnWake func()
 }
 
 const (
@@ -125,7 +131,7 @@ type ListenerStats struct {
 // growing ring of pending notifications and a resync schedule.
 //
 // A Listener has no goroutine. The processor appends under mu (never
-// blocking) and signals Wake; the consumer's goroutine calls Pop. Lock
+// blocking) and signals Wake (or calls OnWake); the consumer calls Pop. Lock
 // order: processor.mu before Listener.mu.
 type Listener struct {
 	proc   *processor
@@ -135,6 +141,7 @@ type Listener struct {
 	maxEv  int
 	maxB   int64
 	wake   chan<- struct{}
+	onWake func()
 	// removed is set once the processor has dropped the listener; guarded
 	// by processor.mu.
 	removed bool
@@ -167,6 +174,10 @@ func (l *Listener) Filter() Filter { return l.filter }
 
 // signal wakes the consumer without blocking.
 func (l *Listener) signal() {
+	if l.onWake != nil {
+		l.onWake()
+		return
+	}
 	select {
 	case l.wake <- struct{}{}:
 	default:

@@ -485,8 +485,8 @@ func (r *Resource) Synced() bool { return cache.IsDone(r.synced) }
 // WaitForSync). It returns ErrExpired when opts.ResourceVersion is older
 // than the history.
 func (r *Resource) AddListener(opts ListenerOptions) (*Listener, error) {
-	if opts.Wake == nil {
-		return nil, errors.New("informer: ListenerOptions.Wake is required")
+	if opts.Wake == nil && opts.OnWake == nil {
+		return nil, errors.New("informer: ListenerOptions.Wake or OnWake is required")
 	}
 	if r.Synced() {
 		r.proc.mu.Lock()

@@ -211,6 +211,7 @@ func (p *processor) addListener(opts ListenerOptions) (*Listener, error) {
 		maxEv:  opts.MaxEvents,
 		maxB:   opts.MaxBytes,
 		wake:   opts.Wake,
+		onWake: opts.OnWake,
 	}
 	if l.maxEv <= 0 {
 		l.maxEv = defaultMaxEvents

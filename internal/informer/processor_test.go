@@ -115,6 +115,29 @@ func TestSnapshotThenLiveInOrder(t *testing.T) {
 	}
 }
 
+func TestOnWakeIsCalledInsteadOfWake(t *testing.T) {
+	p, _ := syncedProc(t, obj("a", "p1", 10))
+	wakes := 0
+	l, err := p.addListener(ListenerOptions{SendInitialEvents: true, OnWake: func() { wakes++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Stop)
+	if wakes != 1 {
+		t.Fatalf("OnWake called %d times for a due snapshot, want 1", wakes)
+	}
+	if got := seen(l.Pop(nil)); len(got) != 2 || got[1] != "END@10" {
+		t.Fatalf("popped %v, want a snapshot of one object", got)
+	}
+	p.OnAdd(obj("a", "p2", 11), false)
+	if wakes != 2 {
+		t.Fatalf("OnWake called %d times after a change, want 2", wakes)
+	}
+	if diff := cmp.Diff([]string{"ADDED a/p2@11"}, seen(l.Pop(nil))); diff != "" {
+		t.Fatalf("live events (-want +got):\n%s", diff)
+	}
+}
+
 func TestUnchangedUpdateIsNotDistributed(t *testing.T) {
 	p, _ := syncedProc(t, obj("a", "p1", 10))
 	l, _ := mustListener(t, p, ListenerOptions{})
