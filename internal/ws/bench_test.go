@@ -25,7 +25,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/util/wait"
+	clocktesting "k8s.io/utils/clock/testing"
 
+	"kubegate/internal/informer"
 	"kubegate/internal/testenv"
 )
 
@@ -71,27 +73,61 @@ func BenchmarkIdleSocket(b *testing.B) {
 			_ = c.CloseNow()
 		}))
 		defer bare.Close()
-		measureIdle(b, "ws"+strings.TrimPrefix(bare.URL, "http"), "", func() int { return int(open.Load()) })
+		measureIdle(b, "ws"+strings.TrimPrefix(bare.URL, "http"), "", func() int { return int(open.Load()) }, nil)
 	})
-	b.Run("server=kubegate", func(b *testing.B) {
-		m := startManager(b, env.Config, nil)
-		ts := startServer(b, m, func(o *Options) {
-			// A production logger (JSON at info level), so that any
-			// memory it holds per socket is counted.
-			o.Logger = zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zap.InfoLevel))
-			o.MaxSockets, o.MaxSocketsPerClient = 1<<20, 1<<20
+	m := startManager(b, env.Config, nil)
+	clk := clocktesting.NewFakeClock(time.Now())
+	for _, pinged := range []bool{false, true} {
+		b.Run(fmt.Sprintf("server=kubegate/pinged=%t", pinged), func(b *testing.B) {
+			benchmarkIdleKubegate(b, m, clk, ns, pinged)
 		})
-		warm := dial(b, ts) // starts the informer before measuring
-		warm.subscribe("w", "configmaps", ns)
-		warm.snapshot("w")
-		measureIdle(b, ts.url, ns, func() int { return ts.Sockets() - 1 })
+	}
+}
+
+// benchmarkIdleKubegate measures idle sockets on the /ws server. With
+// pinged, every socket has been through a keepalive round and a
+// re-authorization pass before it is measured, as in a gateway that has
+// run for a while: the reader has processed a pong, which parks it deeper
+// in the library than a fresh socket's.
+func benchmarkIdleKubegate(b *testing.B, m *informer.Manager, clk *clocktesting.FakeClock, ns string, pinged bool) {
+	ts := startServer(b, m, func(o *Options) {
+		// A production logger (JSON at info level), so that any
+		// memory it holds per socket is counted.
+		o.Logger = zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zap.InfoLevel))
+		o.MaxSockets, o.MaxSocketsPerClient = 1<<20, 1<<20
+		o.clock = clk
 	})
+	warm := dial(b, ts) // starts the informer before measuring
+	warm.subscribe("w", "configmaps", ns)
+	warm.snapshot("w")
+	warm.c.CloseRead(context.Background()) // answers pings
+	var settle func()
+	if pinged {
+		settle = func() {
+			// Each socket arms a ping and a re-authorization timer, and
+			// re-arms each once its pass is done.
+			// Done when they are all armed again and the workers have
+			// exited.
+			armed, g := clk.Waiters(), runtime.NumGoroutine()
+			clk.Step(ts.opts.PingInterval)
+			err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, time.Minute, true,
+				func(context.Context) (bool, error) {
+					return clk.Waiters() == armed && runtime.NumGoroutine() <= g, nil
+				})
+			if err != nil {
+				b.Fatalf("after a keepalive round: %d of %d timers armed, %d goroutines (before: %d)",
+					clk.Waiters(), armed, runtime.NumGoroutine(), g)
+			}
+		}
+	}
+	measureIdle(b, ts.url, ns, func() int { return ts.Sockets() - 1 }, settle)
 }
 
 // measureIdle opens idleSockets idle sockets to url from a child process
 // per iteration and reports what the server holds for them. open reports
-// how many of them the server still has.
-func measureIdle(b *testing.B, url, namespace string, open func() int) {
+// how many of them the server still has; settle, if set, runs once they
+// are open, before the measurement.
+func measureIdle(b *testing.B, url, namespace string, open func() int, settle func()) {
 	var heap, stack, goroutines float64
 	if *idleProfile != "" {
 		runtime.MemProfileRate = 1 // every allocation from here on
@@ -102,6 +138,9 @@ func measureIdle(b *testing.B, url, namespace string, open func() int) {
 		stop := startIdleClients(b, url, namespace, idleSockets)
 		if n := open(); n != idleSockets {
 			b.Fatalf("server holds %d sockets, want %d", n, idleSockets)
+		}
+		if settle != nil {
+			settle()
 		}
 		h1, s1 := liveBytes()
 		g1 := runtime.NumGoroutine()

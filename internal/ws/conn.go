@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"net"
 	"net/http"
+	"syscall"
 )
 
 // Buffer sizes of a socket's connection. net/http hands a hijacked
@@ -52,6 +53,7 @@ func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	// The 101 response has been flushed by now, so brw.Writer holds
 	// nothing.
 	c.br = bufio.NewReaderSize(c, readBufferSize)
+	c.raw = rawConn(nc)
 	h.conn = c
 	return c, bufio.NewReadWriter(c.br, bufio.NewWriterSize(c, writeBufferSize)), nil
 }
@@ -62,7 +64,30 @@ type netConn struct {
 	// early holds bytes net/http had read beyond the handshake; reads
 	// return them first. Guarded by websocket.Conn's read lock, like br.
 	early []byte
-	br    *bufio.Reader // the buffered reader over this connection
+	br    *bufio.Reader   // the buffered reader over this connection
+	raw   syscall.RawConn // nil where waitReadable cannot wait
+}
+
+// buffered reports whether reads would return bytes already received.
+// The caller must exclude other readers (see socket.closeMu).
+func (c *netConn) buffered() bool {
+	return len(c.early) > 0 || c.br.Buffered() > 0
+}
+
+// waitReadable blocks until the connection has data, EOF or an error to
+// read, without reading anything, so that an idle socket's reader waits
+// here with a short stack rather than deep inside websocket.Conn.Read
+// (see "Cost of an idle socket" in docs/protocol.md). Data already in br
+// is not seen: the caller checks buffered first. Where the connection
+// offers no raw access (TLS, other platforms) it returns at once and the
+// read that follows waits instead.
+func (c *netConn) waitReadable() {
+	if c.raw == nil {
+		return
+	}
+	// The callback runs first at once, then each time the poller reports
+	// the socket readable, until it returns true.
+	_ = c.raw.Read(readable)
 }
 
 func (c *netConn) Read(p []byte) (int, error) {

@@ -81,7 +81,7 @@ type Options struct {
 	MaxSlowResets int
 
 	// clock drives keepalive and re-authorization (tests).
-	clock clock.WithTicker
+	clock clock.WithDelayedExecution
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -176,10 +176,16 @@ func (s *Server) Start(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
 	close(s.shutdown)
-	n := len(s.sockets)
+	open := make([]*socket, 0, len(s.sockets))
+	for sock := range s.sockets {
+		open = append(open, sock)
+	}
 	s.mu.Unlock()
-	if n > 0 {
-		s.log.Info("closing sockets", zap.Int("sockets", n))
+	if len(open) > 0 {
+		s.log.Info("closing sockets", zap.Int("sockets", len(open)))
+	}
+	for _, sock := range open {
+		sock.signal() // its writer sees shutdown and closes with 1001
 	}
 	done := make(chan struct{})
 	go func() {
@@ -235,7 +241,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	client := clientKey(user, r)
 
-	c, err := websocket.Accept(&hijacker{ResponseWriter: w}, r, s.accept)
+	hj := &hijacker{ResponseWriter: w}
+	c, err := websocket.Accept(hj, r, s.accept)
 	if err != nil {
 		// Accept has answered (400 bad handshake, 403 origin).
 		s.metrics.rejected.WithLabelValues("handshake").Inc()
@@ -244,8 +251,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c.SetReadLimit(s.opts.MaxMessageBytes)
 
-	sock := newSocket(s, c, user, client)
+	sock := newSocket(s, c, hj.conn, user, client)
 	if code, reason := s.register(sock); code != 0 {
+		sock.cancel()
 		_ = c.Close(code, reason)
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/time/rate"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/clock"
 
 	"kubegate/internal/apistatus"
 	"kubegate/internal/auth"
@@ -25,29 +27,36 @@ import (
 
 // socket is one WebSocket connection and its subscriptions.
 //
-// Goroutines:
-//   - the writer (started by ServeHTTP, in run) owns all writes of data
-//     frames: it wakes on wake, takes the queued control frames, pops every
-//     subscription's listener and writes, each write under WriteTimeout. It
-//     also sends the close frame at shutdown and owns the keepalive and
-//     re-authorization tickers.
-//   - the reader (readLoop) reads client frames so that control frames
-//     (pong, close) are always processed, and handles unsubscribe inline.
-//   - short-lived workers, all counted in wg and bound to ctx: one per
-//     pending subscribe (resolving, authorizing and waiting for a cache may
-//     take seconds), at most one ping waiting for its pong, and at most one
-//     re-authorization pass.
+// Goroutines (an idle socket has only the reader):
+//   - the reader (started by ServeHTTP, in run) reads client frames so
+//     that control frames (pong, close) are always processed, and handles
+//     unsubscribe inline. It owns the socket's lifetime: when its read
+//     fails (the peer left, or anyone closed the connection) it ends the
+//     socket, waits for every other goroutine and frees the rest.
+//   - the writer (write), started by signal only while there is something
+//     to write, owns all writes of data frames: it takes the queued
+//     control frames, pops every subscription's listener and writes, each
+//     write under WriteTimeout, until a flush finds nothing new; then it
+//     exits. It also sends the close frame at shutdown. At most one runs
+//     at a time (see writerIdle).
+//   - short-lived workers: one per pending subscribe (resolving,
+//     authorizing and waiting for a cache may take seconds), and the
+//     keepalive and re-authorization passes, started by their timers
+//     (pingTimer, recheckTimer), which each pass re-arms when done, so at
+//     most one of each runs. A ping due while the writer is busy waits
+//     for it (pingDue), as a ticker in the writer's loop would.
 //
-// Workers and the reader never write to the connection: they queue
-// encoded control frames under mu and signal wake. Listeners signal wake
-// too; wake has capacity 1 and is never closed.
+// The writer and workers are started by startWorker, counted in wg and
+// bound to ctx. Workers and the reader never write to the connection:
+// they queue encoded control frames under mu and call signal, as
+// listeners do (OnWake).
 type socket struct {
 	srv    *Server
 	opts   *Options
 	conn   *websocket.Conn
+	nc     *netConn // the connection under conn
 	user   *auth.User
 	client string
-	wake   chan struct{}
 
 	// ctx ends when the socket ends for any reason; cancel is called by
 	// whoever first decides so (reader on a read error, writer, ping
@@ -56,14 +65,21 @@ type socket struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	limiter    *rate.Limiter // subscribe rate; used by the reader only
-	pinging    atomic.Bool   // a ping worker is running
-	rechecking atomic.Bool   // a re-authorization worker is running
+	limiter *rate.Limiter // subscribe rate; used by the reader only
+	// closeMu is held around a close handshake, which reads the peer's
+	// reply from nc's buffers outside the reader, and by the reader while
+	// it looks at those buffers between reads.
+	closeMu sync.Mutex
+	// writer is writerIdle, writerRunning or writerRerun.
+	writer atomic.Int32
+	// pingDue: the ping timer fired while the writer was busy; the writer
+	// starts the ping when it goes idle.
+	pingDue atomic.Bool
 	// closeReason is the metrics label for why the socket closed; the
 	// first reason stored wins.
 	closeReason atomic.Pointer[string]
 
-	// mu guards subs and ctl.
+	// mu guards subs, ctl and ended, and the timers' creation.
 	mu sync.Mutex
 	// subs holds active and pending subscriptions by id. A pending one has
 	// no listener yet.
@@ -71,12 +87,30 @@ type socket struct {
 	// ctl holds encoded control frames (ack, error, RESET) in the order
 	// they must reach the client, ahead of any event popped after them.
 	ctl [][]byte
+	// ended is set by the reader when the socket ends; no goroutine
+	// starts after it.
+	ended bool
+	// pingTimer and recheckTimer start the keepalive and
+	// re-authorization workers. Set by run before they can fire.
+	pingTimer, recheckTimer clock.Timer
 
-	// Writer-owned. resetStreak counts flushes carrying an overflow RESET
-	// since the last one that delivered changes without one.
+	// Writer-owned (one writer at a time; writerIdle orders them).
+	// resetStreak counts flushes carrying an overflow RESET since the last
+	// one that delivered changes without one.
 	sc          *scratch // set during a flush
 	resetStreak int
 }
+
+// Writer states (socket.writer). signal moves idle to running (starting
+// a writer) and running to rerun; the writer sets running before each
+// flush and moves running back to idle when it exits, so a signal is
+// never lost: either the running writer flushes again, or a new one
+// starts.
+const (
+	writerIdle    int32 = iota // no writer goroutine
+	writerRunning              // a writer is flushing
+	writerRerun                // signalled since the writer started its flush
+)
 
 // scratch is the writer's working memory for one flush. It is pooled
 // across sockets, so an idle socket holds none of it (a snapshot can grow
@@ -111,8 +145,9 @@ func (sc *scratch) release() {
 }
 
 // subscription is one subscribe request. Fields are set before it is
-// visible to the writer and never change after; a re-authorization that
-// changes the namespace set replaces the subscription with a new value.
+// visible to the writer and never change after (but cancel); a
+// re-authorization that changes the namespace set replaces the
+// subscription with a new value.
 type subscription struct {
 	id       string
 	qid      []byte // id as a JSON string
@@ -122,27 +157,68 @@ type subscription struct {
 	filter   informer.Filter // as requested, before authorization narrows it
 	decision auth.Decision
 	l        *informer.Listener // nil while pending
-	cancel   context.CancelFunc // ends a pending subscribe
+	// cancel ends a pending subscribe; nil once active. Guarded by
+	// socket.mu.
+	cancel context.CancelFunc
 }
 
-func newSocket(srv *Server, c *websocket.Conn, u *auth.User, client string) *socket {
-	return &socket{
+func newSocket(srv *Server, c *websocket.Conn, nc *netConn, u *auth.User, client string) *socket {
+	s := &socket{
 		srv:     srv,
 		opts:    &srv.opts,
 		conn:    c,
+		nc:      nc,
 		user:    u,
 		client:  client,
-		wake:    make(chan struct{}, 1),
 		limiter: rate.NewLimiter(rate.Limit(srv.opts.SubscribeRate), srv.opts.SubscribeBurst),
 		subs:    map[string]*subscription{},
 	}
+	// The socket's lifetime is its own: after the upgrade only the
+	// server's shutdown ends it from outside. Its context carries the
+	// user (as the request's did for the authorizer) but none of the
+	// request's other values, which net/http and the router recycle.
+	s.ctx, s.cancel = context.WithCancel(auth.WithUser(context.Background(), u))
+	return s
 }
 
+// signal makes sure the writer flushes after this call: it starts one,
+// or tells the running one to flush again. It never blocks: listeners
+// call it (OnWake) with their resource's lock held. Callers must not hold
+// s.mu.
 func (s *socket) signal() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
+	for {
+		switch s.writer.Load() {
+		case writerIdle:
+			if s.writer.CompareAndSwap(writerIdle, writerRunning) {
+				// If the socket has ended, no writer starts and the state
+				// stays running: nothing is written any more.
+				s.startWorker(s.write)
+				return
+			}
+		case writerRunning:
+			if s.writer.CompareAndSwap(writerRunning, writerRerun) {
+				return
+			}
+		default:
+			return
+		}
 	}
+}
+
+// startWorker runs f in a goroutine counted in wg, unless the socket has
+// ended. Callers must not hold s.mu.
+func (s *socket) startWorker(f func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return false
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+	return true
 }
 
 // enqueueLocked queues a control frame. Caller must hold s.mu.
@@ -177,32 +253,32 @@ func (s *socket) log(lvl zapcore.Level, msg string, fields ...zap.Field) {
 	}
 }
 
-// run serves the socket until it ends; it runs in the writer goroutine.
+// run serves the socket until it ends; it runs in the reader goroutine.
 func (s *socket) run() {
-	// The socket's lifetime is its own: after the upgrade only the
-	// server's shutdown ends it from outside. Its context carries the
-	// user (as the request's did for the authorizer) but none of the
-	// request's other values, which net/http and the router recycle.
-	s.ctx, s.cancel = context.WithCancel(auth.WithUser(context.Background(), s.user))
 	s.log(zapcore.DebugLevel, "socket open")
+	// Timers rather than tickers in a parked goroutine: an idle socket
+	// keeps no goroutine but its reader. mu orders the fields' assignment
+	// before the workers the timers start.
+	s.mu.Lock()
+	s.pingTimer = s.opts.clock.AfterFunc(s.opts.PingInterval, func() { s.startWorker(s.keepalive) })
+	s.recheckTimer = s.opts.clock.AfterFunc(s.opts.RecheckInterval, func() { s.startWorker(s.recheckPass) })
+	s.mu.Unlock()
 
-	readerDone := make(chan struct{})
-	go func() {
-		defer close(readerDone)
-		s.readLoop()
-	}()
-
-	s.writeLoop()
+	s.readLoop()
 
 	s.cancel()
-	_ = s.conn.CloseNow() // unblocks the reader if the close handshake did not
-	<-readerDone
-	s.wg.Wait()
-
+	// Unblocks the writer's close handshake if the peer left in the middle
+	// of it; nothing is lost otherwise, as the reader has stopped.
+	_ = s.conn.CloseNow()
 	s.mu.Lock()
+	s.ended = true
 	subs := s.subs
 	s.subs = nil
 	s.mu.Unlock()
+	s.wg.Wait()
+	// No worker runs any more, so neither timer is re-armed after this.
+	s.pingTimer.Stop()
+	s.recheckTimer.Stop()
 	for _, sub := range subs {
 		if sub.l != nil {
 			sub.l.Stop()
@@ -217,34 +293,38 @@ func (s *socket) run() {
 	s.log(zapcore.DebugLevel, "socket closed", zap.String("reason", reason))
 }
 
-// writeLoop is the writer goroutine's loop.
-func (s *socket) writeLoop() {
-	ping := s.opts.clock.NewTicker(s.opts.PingInterval)
-	defer ping.Stop()
-	recheck := s.opts.clock.NewTicker(s.opts.RecheckInterval)
-	defer recheck.Stop()
+// write is the writer goroutine: it flushes until a flush ends without a
+// signal having arrived since it began, then exits. When it ends the
+// socket (shutdown, a failed write, a slow consumer) it leaves the state
+// at running, so no writer starts again.
+func (s *socket) write() {
 	for {
+		s.writer.Store(writerRunning) // what was signalled so far, this flush takes
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-s.srv.shutdown:
 			s.goAway()
 			return
-		case <-s.wake:
-			if err := s.flush(); err != nil {
-				return
+		default:
+		}
+		if err := s.flush(); err != nil {
+			s.cancel()
+			_ = s.conn.CloseNow() // ends the reader, which frees the socket
+			return
+		}
+		if s.writer.CompareAndSwap(writerRunning, writerIdle) {
+			if s.pingDue.CompareAndSwap(true, false) {
+				s.startWorker(s.keepalive)
 			}
-		case <-ping.C():
-			s.startPing()
-		case <-recheck.C():
-			s.startRecheck()
+			return
 		}
 	}
 }
 
 func (s *socket) goAway() {
 	s.closeReason.CompareAndSwap(nil, ptr(closeShutdown))
-	_ = s.conn.Close(websocket.StatusGoingAway, "server shutting down")
+	s.close(websocket.StatusGoingAway, "server shutting down")
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -304,7 +384,7 @@ func (s *socket) flush() error {
 	if s.resetStreak++; s.resetStreak >= s.opts.MaxSlowResets {
 		s.closeReason.CompareAndSwap(nil, ptr(closeSlowConsumer))
 		s.log(zapcore.InfoLevel, "closing slow consumer", zap.Int("resets", s.resetStreak))
-		_ = s.conn.Close(4001, "slow consumer: fell behind "+strconv.Itoa(s.resetStreak)+" times in a row")
+		s.close(4001, "slow consumer: fell behind "+strconv.Itoa(s.resetStreak)+" times in a row")
 		return errors.New("slow consumer")
 	}
 	return nil
@@ -329,11 +409,16 @@ func (s *socket) writeBatch() error {
 	}
 	msg := s.sc.batch.message()
 	start := s.opts.clock.Now()
-	ctx, cancel := context.WithTimeout(s.ctx, s.opts.WriteTimeout)
-	err := s.conn.Write(ctx, websocket.MessageText, msg)
-	cancel()
+	// The deadline is the connection's rather than a context's:
+	// websocket.Conn keeps the context of its last write, which would
+	// keep a timer context alive per idle socket. Without a deadline in
+	// the context the write is still interrupted by CloseNow, which
+	// whoever ends the socket calls.
+	_ = s.nc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+	err := s.conn.Write(context.Background(), websocket.MessageText, msg)
+	_ = s.nc.SetWriteDeadline(time.Time{}) // control frames have their own bounds
 	if err != nil {
-		if s.opts.clock.Since(start) >= s.opts.WriteTimeout {
+		if errors.Is(err, os.ErrDeadlineExceeded) || s.opts.clock.Since(start) >= s.opts.WriteTimeout {
 			s.closeReason.CompareAndSwap(nil, ptr(closeWriteTimeout))
 			s.log(zapcore.InfoLevel, "write timed out; dropping connection", zap.Duration("timeout", s.opts.WriteTimeout))
 		}
@@ -348,69 +433,109 @@ func (s *socket) writeBatch() error {
 	return nil
 }
 
-// startPing sends a ping from a worker, which waits for the pong and
-// drops the connection if none arrives within PongTimeout.
-func (s *socket) startPing() {
-	if !s.pinging.CompareAndSwap(false, true) {
-		return // the previous ping is still waiting; it will time out
+// keepalive is the ping worker: it sends a ping and waits for the pong
+// (which the reader processes), drops the connection if none arrives
+// within PongTimeout, and otherwise arms the next ping.
+func (s *socket) keepalive() {
+	if s.writer.Load() != writerIdle {
+		// A ping waits for the writer to go idle, so that it does not
+		// queue behind (or ahead of) a write that is stuck: that write's
+		// deadline drops the peer, as a write timeout.
+		s.pingDue.Store(true)
+		if s.writer.Load() != writerIdle || !s.pingDue.CompareAndSwap(true, false) {
+			return // the writer starts it
+		}
 	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer s.pinging.Store(false)
-		ctx, cancel := context.WithTimeout(s.ctx, s.opts.PongTimeout)
-		defer cancel()
-		if err := s.conn.Ping(ctx); err != nil && s.ctx.Err() == nil {
+	ctx, cancel := context.WithTimeout(s.ctx, s.opts.PongTimeout)
+	defer cancel()
+	if err := s.conn.Ping(ctx); err != nil {
+		if s.ctx.Err() == nil {
 			s.closeReason.CompareAndSwap(nil, ptr(closePongTimeout))
 			s.log(zapcore.InfoLevel, "no pong; dropping connection", zap.Duration("timeout", s.opts.PongTimeout))
 			s.fail(closePongTimeout)
 			_ = s.conn.CloseNow()
 		}
-	}()
+		return
+	}
+	s.pingTimer.Reset(s.opts.PingInterval)
 }
 
-// readLoop is the reader goroutine. It reads with a context that never
-// ends: the connection's closing unblocks it, so a close handshake started
-// by the writer can still read the peer's reply.
+// readLoop is the reader goroutine's loop. Between messages it waits in
+// awaitReadable, whose stack is short: the runtime shrinks a parked
+// goroutine's stack only while it uses under a quarter of it, and a read
+// parked inside websocket.Conn.Read is too deep for a 4 KiB stack to
+// shrink from 8 KiB (see "Cost of an idle socket" in docs/protocol.md).
 func (s *socket) readLoop() {
 	for {
-		typ, data, err := s.conn.Read(context.Background())
-		if err != nil {
-			switch {
-			case errors.Is(err, websocket.ErrMessageTooBig):
-				s.closeReason.CompareAndSwap(nil, ptr(closeTooBig))
-				s.log(zapcore.InfoLevel, "client message too big", zap.Int64("limit", s.opts.MaxMessageBytes))
-			case websocket.CloseStatus(err) == -1 && s.ctx.Err() == nil:
-				s.log(zapcore.DebugLevel, "read failed", zap.Error(err))
-			}
-			s.fail(closePeer)
+		s.awaitReadable()
+		if !s.readMessage() {
 			return
-		}
-		if s.backlogged() {
-			// The client sends requests but does not read the answers:
-			// stop reading rather than queue answers without bound.
-			s.log(zapcore.InfoLevel, "client does not read its answers; dropping connection", zap.Int("unanswered", maxUnanswered))
-			s.fail(closeFlood)
-			_ = s.conn.CloseNow()
-			return
-		}
-		if typ != websocket.MessageText {
-			s.sendError(&requestError{Status: apistatus.New(http.StatusBadRequest, metav1.StatusReasonBadRequest,
-				"binary frames are not supported; send JSON text frames")})
-			continue
-		}
-		f, err := parseClientFrame(data)
-		if err != nil {
-			s.sendError(err.(*requestError))
-			continue
-		}
-		switch f.Type {
-		case typeSubscribe:
-			s.subscribe(f)
-		case typeUnsubscribe:
-			s.unsubscribe(f)
 		}
 	}
+}
+
+// awaitReadable returns once a read would not wait: bytes are buffered,
+// or the connection has data, EOF or an error.
+func (s *socket) awaitReadable() {
+	s.closeMu.Lock()
+	buffered := s.nc.buffered()
+	s.closeMu.Unlock()
+	if !buffered {
+		s.nc.waitReadable()
+	}
+}
+
+// close closes the connection with a close handshake, which reads the
+// peer's reply (see closeMu).
+func (s *socket) close(code websocket.StatusCode, reason string) {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	_ = s.conn.Close(code, reason)
+}
+
+// readMessage reads and handles one client message, processing the
+// control frames before it. It reports false once the socket is done
+// reading. It reads with a context that never ends: the connection's
+// closing unblocks it, so a close handshake started by the writer can
+// still read the peer's reply.
+func (s *socket) readMessage() bool {
+	typ, data, err := s.conn.Read(context.Background())
+	if err != nil {
+		switch {
+		case errors.Is(err, websocket.ErrMessageTooBig):
+			s.closeReason.CompareAndSwap(nil, ptr(closeTooBig))
+			s.log(zapcore.InfoLevel, "client message too big", zap.Int64("limit", s.opts.MaxMessageBytes))
+		case websocket.CloseStatus(err) == -1 && s.ctx.Err() == nil:
+			s.log(zapcore.DebugLevel, "read failed", zap.Error(err))
+		}
+		s.fail(closePeer)
+		return false
+	}
+	if s.backlogged() {
+		// The client sends requests but does not read the answers:
+		// stop reading rather than queue answers without bound.
+		s.log(zapcore.InfoLevel, "client does not read its answers; dropping connection", zap.Int("unanswered", maxUnanswered))
+		s.fail(closeFlood)
+		_ = s.conn.CloseNow()
+		return false
+	}
+	if typ != websocket.MessageText {
+		s.sendError(&requestError{Status: apistatus.New(http.StatusBadRequest, metav1.StatusReasonBadRequest,
+			"binary frames are not supported; send JSON text frames")})
+		return true
+	}
+	f, err := parseClientFrame(data)
+	if err != nil {
+		s.sendError(err.(*requestError))
+		return true
+	}
+	switch f.Type {
+	case typeSubscribe:
+		s.subscribe(f)
+	case typeUnsubscribe:
+		s.unsubscribe(f)
+	}
+	return true
 }
 
 // maxUnanswered bounds the control frames queued for a client that is not
@@ -495,7 +620,11 @@ func (s *socket) startSubscription(ctx context.Context, sub *subscription) {
 		s.sendError(&requestError{ID: sub.id, Request: typeSubscribe, Status: st})
 		return
 	}
-	sub.info, sub.res, sub.filter, sub.decision, sub.l = p.info, p.res, p.filter, p.decision, p.l
+	// The resource's own info rather than the one Resolve built for this
+	// request, and no context any more: an idle subscription keeps only
+	// what it needs.
+	sub.info, sub.res, sub.filter, sub.decision, sub.l = p.res.Info, p.res, p.filter, p.decision, p.l
+	sub.cancel = nil // the worker cancels the context when it returns
 	s.enqueueLocked(encodeAck(sub.id, typeSubscribe, sub.info, sortedNamespaces(sub.decision)))
 	if p.expired {
 		s.enqueueLocked(encodeReset(sub.id, resetExpired))
@@ -575,7 +704,7 @@ func (s *socket) listen(res *informer.Resource, filter informer.Filter, dec auth
 		Overflow:          informer.OverflowReset,
 		MaxEvents:         s.opts.ListenerMaxEvents,
 		MaxBytes:          s.opts.ListenerMaxBytes,
-		Wake:              s.wake,
+		OnWake:            s.signal,
 	})
 }
 
@@ -598,10 +727,13 @@ func (s *socket) unsubscribe(f *clientFrame) {
 	}
 	delete(s.subs, f.ID)
 	s.enqueueLocked(encodeAck(f.ID, typeUnsubscribe, nil, nil))
+	cancel, l := sub.cancel, sub.l
 	s.mu.Unlock()
-	sub.cancel()
-	if sub.l != nil {
-		sub.l.Stop()
+	if cancel != nil {
+		cancel()
+	}
+	if l != nil {
+		l.Stop()
 	}
 	s.srv.metrics.subscriptions.Dec()
 	s.signal()
@@ -610,17 +742,13 @@ func (s *socket) unsubscribe(f *clientFrame) {
 // recheckTimeout bounds one re-authorization of one subscription.
 const recheckTimeout = 30 * time.Second
 
-// startRecheck re-authorizes the active subscriptions in a worker.
-func (s *socket) startRecheck() {
-	if !s.rechecking.CompareAndSwap(false, true) {
-		return
+// recheckPass is the re-authorization worker: one pass, then it arms
+// the next.
+func (s *socket) recheckPass() {
+	s.recheck()
+	if s.ctx.Err() == nil {
+		s.recheckTimer.Reset(s.opts.RecheckInterval)
 	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer s.rechecking.Store(false)
-		s.recheck()
-	}()
 }
 
 // recheck asks the Authorizer again for every active subscription. A
