@@ -136,8 +136,11 @@ func measureIdle(b *testing.B, url, namespace string, open func() int, settle fu
 		h0, s0 := liveBytes()
 		g0 := runtime.NumGoroutine()
 		stop := startIdleClients(b, url, namespace, idleSockets)
-		if n := open(); n != idleSockets {
-			b.Fatalf("server holds %d sockets, want %d", n, idleSockets)
+		// A client may be ready before its handler has counted it.
+		err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, time.Minute, true,
+			func(context.Context) (bool, error) { return open() == idleSockets, nil })
+		if err != nil {
+			b.Fatalf("server holds %d sockets, want %d", open(), idleSockets)
 		}
 		if settle != nil {
 			settle()
@@ -148,7 +151,7 @@ func measureIdle(b *testing.B, url, namespace string, open func() int, settle fu
 			writeProfiles(b, *idleProfile)
 		}
 		stop()
-		err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, time.Minute, true,
+		err = wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, time.Minute, true,
 			func(context.Context) (bool, error) { return open() == 0, nil })
 		if err != nil {
 			b.Fatalf("server still holds %d sockets after the clients exited", open())
