@@ -614,7 +614,9 @@ func (s *socket) startSubscription(ctx context.Context, sub *subscription) {
 		st := apistatus.FromError(err)
 		if errors.As(err, &re) {
 			st = re.Status
-		} else if apistatus.Internal(st) {
+		} else if apistatus.Internal(st) && !errors.Is(err, context.Canceled) {
+			// A cancelled subscribe is the client leaving mid-subscribe,
+			// not a failure worth an error log.
 			s.log(zapcore.ErrorLevel, "subscribe failed", zap.String("id", sub.id), zap.String("resource", sub.req.Resource), zap.Error(err))
 		}
 		s.sendError(&requestError{ID: sub.id, Request: typeSubscribe, Status: st})
