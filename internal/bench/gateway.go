@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"kubegate/internal/controlplane"
 )
 
 // GatewayOptions configures StartGateway.
@@ -111,8 +113,8 @@ func StartGateway(ctx context.Context, o GatewayOptions) (*Gateway, error) {
 	cmd := exec.Command(bin, "--config", cfgPath)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Its own process group (a terminal's Ctrl-C reaches only us, and we
-	// stop it in order), and killed if we die.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// stop it in order), and on Linux killed if we die.
+	cmd.SysProcAttr = controlplane.ChildProcAttr(false)
 	g := &Gateway{URL: "http://" + addr, cmd: cmd, logPath: logPath, done: make(chan struct{})}
 	g.Started = time.Now()
 	if err := cmd.Start(); err != nil {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"runtime"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -98,7 +97,6 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		}
 	}
 	z := o.Sizes.withDefaults()
-	raiseFileLimit()
 	r := Report{Machine: DescribeMachine()}
 	env, err := StartEnv(ctx, EnvOptions{GatewayBinary: o.GatewayBinary, Pods: o.Pods, Namespaces: o.Namespaces, Log: o.Log})
 	if err != nil {
@@ -136,16 +134,6 @@ func setupFigures(env *Env) ([]Figure, error) {
 		{"setup", ArmGateway, "RSS after sync", "MiB", mib(gw.RSS)},
 		{"setup", ArmAPIServer, "RSS after sync", "MiB", mib(api.RSS)},
 	}, nil
-}
-
-// raiseFileLimit lifts the open-file soft limit to the hard limit: every
-// subscriber is a connection.
-func raiseFileLimit() {
-	var l syscall.Rlimit
-	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) == nil && l.Cur < l.Max {
-		l.Cur = l.Max
-		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
-	}
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }

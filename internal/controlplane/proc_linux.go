@@ -7,11 +7,11 @@ import (
 	"syscall"
 )
 
-// sysProcAttr puts the process in its own process group, so a terminal's
-// Ctrl-C reaches only the caller, which then stops it in order. Attached
+// ChildProcAttr puts a child process in its own process group, so a
+// terminal's Ctrl-C reaches only the caller, which then stops it in order. Attached
 // processes are killed when the caller dies; detached ones get their own
 // session and outlive it.
-func sysProcAttr(detach bool) *syscall.SysProcAttr {
+func ChildProcAttr(detach bool) *syscall.SysProcAttr {
 	if detach {
 		return &syscall.SysProcAttr{Setsid: true}
 	}

@@ -8,10 +8,10 @@ import (
 	"syscall"
 )
 
-// sysProcAttr puts the process in its own process group, or its own session
+// ChildProcAttr puts a child process in its own process group, or its own session
 // when detached. Without Pdeathsig outside Linux, attached processes may
 // outlive a caller that is killed.
-func sysProcAttr(detach bool) *syscall.SysProcAttr {
+func ChildProcAttr(detach bool) *syscall.SysProcAttr {
 	if detach {
 		return &syscall.SysProcAttr{Setsid: true}
 	}

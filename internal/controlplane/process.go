@@ -67,7 +67,7 @@ func startProcess(name, path string, args []string, logPath string, extra io.Wri
 		out = io.MultiWriter(f, extra)
 	}
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = sysProcAttr(detach)
+	cmd.SysProcAttr = ChildProcAttr(detach)
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
