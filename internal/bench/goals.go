@@ -60,20 +60,38 @@ func Goals(figs []Figure) []string {
 		lines = append(lines, fmt.Sprintf("goal: cache memory <= 1.3x JSON: %s %.2fx is an upper bound (garbage of the sync included); BenchmarkCacheMemory (internal/informer) measures it after a GC",
 			f.Metric, f.Value))
 	}
-	bad := 0
-	var where []string
+	// The goal is the gateway's. kube-apiserver ends watches that fall too
+	// far behind (a client would relist), and their lost events count as
+	// missed on its arms: that is reported, but it is not the gateway's.
+	var gwBad, apiBad []string
 	for _, f := range figs {
-		if strings.HasPrefix(f.Metric, "missed") || strings.HasPrefix(f.Metric, "duplicated") || strings.HasPrefix(f.Metric, "out of order") {
-			if f.Value != 0 {
-				bad++
-				where = append(where, fmt.Sprintf("%s/%s/%s=%.0f", f.Scenario, f.Arm, f.Metric, f.Value))
-			}
+		if !strings.HasPrefix(f.Metric, "missed") && !strings.HasPrefix(f.Metric, "duplicated") && !strings.HasPrefix(f.Metric, "out of order") {
+			continue
+		}
+		if f.Value == 0 {
+			continue
+		}
+		w := fmt.Sprintf("%s/%s/%s=%.0f", f.Scenario, f.Arm, f.Metric, f.Value)
+		if f.Arm == ArmGateway {
+			gwBad = append(gwBad, w)
+		} else {
+			apiBad = append(apiBad, w)
 		}
 	}
-	if bad == 0 {
-		lines = append(lines, "goal: zero missed or duplicated events in every scenario: met")
+	if len(gwBad) == 0 {
+		lines = append(lines, "goal: zero missed or duplicated events in every scenario (gateway): met")
 	} else {
-		lines = append(lines, "goal: zero missed or duplicated events in every scenario: MISSED: "+strings.Join(where, ", "))
+		lines = append(lines, "goal: zero missed or duplicated events in every scenario (gateway): MISSED: "+strings.Join(gwBad, ", "))
+	}
+	if len(apiBad) > 0 {
+		cut := 0.0
+		for _, f := range figs {
+			if f.Arm != ArmGateway && strings.HasPrefix(f.Metric, "subscribers cut off") {
+				cut += f.Value
+			}
+		}
+		lines = append(lines, fmt.Sprintf("note: kube-apiserver arms lost events: %s (%.0f watches ended by kube-apiserver; a client relists)",
+			strings.Join(apiBad, ", "), cut))
 	}
 	return append(lines, RESTGoals(figs)...)
 }
