@@ -96,6 +96,8 @@ func TestSmoke(t *testing.T) {
 		for _, m := range []string{"median", "max"} {
 			positive("snapshot", arm, fmt.Sprintf("time to snapshot of %d pods (%s)", pods, m))
 		}
+		positive("snapshot", arm, "server CPU/snapshot")
+		positive("snapshot", ArmBench+" ("+arm+")", "client CPU/snapshot")
 		for _, s := range []string{"broad", "selective", "burst"} {
 			for _, m := range []string{"latency p50", "latency p99", "latency p99.9", "CPU per 1000 deliveries"} {
 				want(s, arm, m)
