@@ -160,7 +160,7 @@ func TestManifestsApply(t *testing.T) {
 	}
 }
 
-// TestDeploymentShape pins what the issue asks of the Deployment, so an
+// TestDeploymentShape pins what docs/deploy.md promises of the Deployment, so an
 // edit that loosens it fails here rather than in a cluster.
 func TestDeploymentShape(t *testing.T) {
 	objs := render(t, "../deploy")

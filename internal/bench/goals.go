@@ -5,9 +5,9 @@ import (
 	"strings"
 )
 
-// Goals states the goals against the figures of a run, one line
-// each: measured, target, met or MISSED (and by how much). Goals whose
-// figures the run did not produce are left out.
+// Goals states the performance goals (docs/benchmarks.md) against the
+// figures of a run, one line each: measured, target, met or MISSED (and by
+// how much). Goals whose figures the run did not produce are left out.
 func Goals(figs []Figure) []string {
 	get := func(scenario, arm, metric string) (float64, bool) {
 		for _, f := range figs {

@@ -545,7 +545,7 @@ func sample(names []string) string {
 	return strings.Join(names, ", ")
 }
 
-// The goals for the full list of Pods.
+// The performance goals for the full list of Pods.
 const (
 	restGoalSpeedup = 10.0
 	restGoalP99     = 50.0 // ms

@@ -11,7 +11,7 @@ import (
 )
 
 // Options configures Run. Defaults finish in a few minutes on two cores;
-// docs/benchmarks.md lists the full sizes of the issue and the flags that
+// docs/benchmarks.md lists the full target sizes and the flags that
 // reach them.
 type Options struct {
 	// GatewayBinary is the gateway executable. Required.

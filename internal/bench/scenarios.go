@@ -20,7 +20,7 @@ import (
 )
 
 // Sizes are the scenarios' knobs. DefaultSizes finish in a few minutes on
-// two cores; FullSizes are the issue's.
+// two cores; FullSizes are the full target sizes.
 type Sizes struct {
 	// Idle is the number of idle subscribers per arm.
 	Idle int
@@ -74,7 +74,7 @@ var DefaultSizes = Sizes{
 	Drain: 60 * time.Second, Settle: 2 * time.Second,
 }
 
-// FullSizes are the sizes (idle 5k, broad U=100/s, selective
+// FullSizes are the full target sizes (idle 5k, broad U=100/s, selective
 // U=500/s, cold start 100k).
 var FullSizes = Sizes{
 	Idle: 5000, Broad: 1000, BroadRate: 100, Duration: 30 * time.Second,
