@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -446,6 +447,45 @@ func createCRD(t *testing.T, manifest string) {
 			}
 		case <-timeout:
 			t.Fatal("CRD not established in 30s")
+		}
+	}
+}
+
+// Starting several resources at once must not start one resource's
+// informer (through the shared factory) before it is configured.
+func TestConcurrentFirstUse(t *testing.T) {
+	env := testenv.Get(t)
+	names := []string{"pods", "configmaps", "secrets", "services", "namespaces", "serviceaccounts",
+		"endpointslices.discovery.k8s.io", "events", "limitranges", "resourcequotas", "deployments.apps", "replicasets.apps",
+		"statefulsets.apps", "daemonsets.apps", "jobs.batch", "cronjobs.batch", "roles.rbac.authorization.k8s.io"}
+	for round := range 5 {
+		m := startManager(t, env.CP.AdminConfig(), nil)
+		// Resolve first so the starts, not discovery, race.
+		for _, n := range names {
+			if _, err := m.Resolve(context.Background(), n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		start := make(chan struct{})
+		errs := make(chan error, len(names))
+		var wg sync.WaitGroup
+		for _, n := range names {
+			wg.Go(func() {
+				<-start
+				_, err := m.Resource(context.Background(), n)
+				if err != nil {
+					err = fmt.Errorf("round %d: Resource(%q): %w", round, n, err)
+				}
+				errs <- err
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Error(err)
+			}
 		}
 	}
 }

@@ -140,6 +140,12 @@ type Manager struct {
 	metrics  *metrics
 	stopCh   chan struct{}
 
+	// factoryMu serialises configuring and starting informers: the
+	// factory's Start starts every informer it holds, so without it one
+	// resource's Start could start another's informer before its transform
+	// is set, and SetTransform would then fail.
+	factoryMu sync.Mutex
+
 	// mu guards resources and stopped.
 	mu        sync.Mutex
 	resources map[schema.GroupVersionResource]*Resource
@@ -267,24 +273,11 @@ func (m *Manager) startResource(ctx context.Context, r *Resource) error {
 	if err := m.opts.canList(ctx, gvr); err != nil {
 		return err
 	}
-	inf := m.factory.ForResource(gvr).Informer()
-	t := &transformer{gvk: r.Info.GVK, keepManagedFields: m.opts.KeepManagedFields,
-		selectableFields: r.Info.selectableFields[2:]}
-	if err := inf.SetTransform(t.Transform); err != nil {
-		return fmt.Errorf("%s: %w", gvr, err)
-	}
 	r.log = m.log.With(zap.String("resource", gvr.String()))
-	if err := inf.SetWatchErrorHandlerWithContext(r.watchError); err != nil {
-		return fmt.Errorf("%s: %w", gvr, err)
-	}
 	rm := m.metrics.forResource(gvr)
-	r.proc = newProcessor(gvr, &m.opts, rm, inf.LastSyncResourceVersion)
-	reg, err := inf.AddEventHandler(r.proc)
-	if err != nil {
+	if err := m.configureAndStart(r, rm); err != nil {
 		return fmt.Errorf("%s: %w", gvr, err)
 	}
-	r.informer, r.synced = inf, reg.HasSyncedChecker()
-	m.factory.Start(m.stopCh)
 	go func() {
 		// Record sync for metrics and readiness; exits with the manager.
 		select {
@@ -298,6 +291,30 @@ func (m *Manager) startResource(ctx context.Context, r *Resource) error {
 		}
 	}()
 	r.log.Info("informer started")
+	return nil
+}
+
+// configureAndStart creates r's informer, sets its transform, error
+// handler and event handler, and starts it.
+func (m *Manager) configureAndStart(r *Resource, rm *resourceMetrics) error {
+	m.factoryMu.Lock()
+	defer m.factoryMu.Unlock()
+	inf := m.factory.ForResource(r.Info.GVR).Informer()
+	t := &transformer{gvk: r.Info.GVK, keepManagedFields: m.opts.KeepManagedFields,
+		selectableFields: r.Info.selectableFields[2:]}
+	if err := inf.SetTransform(t.Transform); err != nil {
+		return err
+	}
+	if err := inf.SetWatchErrorHandlerWithContext(r.watchError); err != nil {
+		return err
+	}
+	r.proc = newProcessor(r.Info.GVR, &m.opts, rm, inf.LastSyncResourceVersion)
+	reg, err := inf.AddEventHandler(r.proc)
+	if err != nil {
+		return err
+	}
+	r.informer, r.synced = inf, reg.HasSyncedChecker()
+	m.factory.Start(m.stopCh)
 	return nil
 }
 
