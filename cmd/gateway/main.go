@@ -95,6 +95,18 @@ func restConfig(path string) (*rest.Config, string, error) {
 	return c, fmt.Sprintf("kubeconfig %v", rules.Precedence), nil
 }
 
+// clientConfig is the gateway's own client configuration: the cluster
+// restConfig finds, with the gateway's user agent and request limits.
+func clientConfig(cfg config.Config) (*rest.Config, string, error) {
+	kc, source, err := restConfig(cfg.Kubeconfig)
+	if err != nil {
+		return nil, "", err
+	}
+	kc.UserAgent = "kubegate"
+	kc.QPS, kc.Burst = cfg.APIServer.QPS, cfg.APIServer.Burst
+	return kc, source, nil
+}
+
 func run(ctx context.Context, cfg config.Config) error {
 	log, err := newLogger(cfg.Log)
 	if err != nil {
@@ -103,11 +115,10 @@ func run(ctx context.Context, cfg config.Config) error {
 	defer func() { _ = log.Sync() }()
 	klog.SetLogger(zapr.NewLogger(log.Named("client-go")))
 
-	kc, source, err := restConfig(cfg.Kubeconfig)
+	kc, source, err := clientConfig(cfg)
 	if err != nil {
 		return err
 	}
-	kc.UserAgent = "kubegate"
 	// Fail fast with one clear line when the apiserver cannot be reached.
 	probe := rest.CopyConfig(kc)
 	probe.Timeout = 10 * time.Second

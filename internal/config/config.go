@@ -27,6 +27,7 @@ type Config struct {
 	// WebSocket close handshakes get half of it, at most 5s. Default 15s.
 	ShutdownTimeout Duration  `json:"shutdownTimeout,omitempty"`
 	Log             Log       `json:"log"`
+	APIServer       APIServer `json:"apiserver"`
 	Cache           Cache     `json:"cache"`
 	WebSocket       WebSocket `json:"websocket"`
 	Auth            Auth      `json:"auth"`
@@ -77,6 +78,19 @@ type Auth struct {
 	// UserMaxInflight bounds each user's open requests, watches and
 	// WebSockets included; 0 disables it. Default 500.
 	UserMaxInflight int `json:"userMaxInflight,omitempty"`
+}
+
+// APIServer configures the gateway's own client of kube-apiserver.
+type APIServer struct {
+	// QPS and Burst bound the gateway's requests to kube-apiserver: LISTs,
+	// WATCHes, discovery and, above all, the TokenReviews and
+	// SubjectAccessReviews made on behalf of users, which grow with them.
+	// client-go's defaults (5 and 10) would queue those reviews behind
+	// each other. A negative QPS turns client-side throttling off and
+	// leaves protection to the apiserver's priority and fairness.
+	// Defaults 50 and 100.
+	QPS   float32 `json:"qps,omitempty"`
+	Burst int     `json:"burst,omitempty"`
 }
 
 // Log configures logging.
@@ -138,6 +152,7 @@ func Default() Config {
 		Listen:          "127.0.0.1:8080",
 		ShutdownTimeout: Duration(15 * time.Second),
 		Log:             Log{Level: "info", Format: "console"},
+		APIServer:       APIServer{QPS: 50, Burst: 100},
 		Cache:           Cache{MinResync: Duration(5 * time.Second), HistoryEvents: 10000},
 		Auth: Auth{
 			Authn: "kubernetes", Authz: "rbac",
@@ -200,6 +215,12 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("shutdownTimeout must be positive"))
+	}
+	if c.APIServer.QPS == 0 {
+		errs = append(errs, errors.New("apiserver.qps must not be 0 (a negative value turns client-side throttling off)"))
+	}
+	if c.APIServer.QPS > 0 && c.APIServer.Burst < 1 {
+		errs = append(errs, errors.New("apiserver.burst must be at least 1"))
 	}
 	errs = append(errs, c.Auth.validate(c.Listen)...)
 	if err := ValidateWebhooks(c.Webhooks); err != nil {
@@ -291,12 +312,15 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 		resources  string
 		shutdown   time.Duration
 		minResync  time.Duration
+		apiQPS     float64
 	)
 	fs.StringVar(&configPath, "config", "", "YAML configuration `file`; flags given on the command line override it")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig `file` (default: in-cluster config, then $KUBECONFIG, then ~/.kube/config)")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "HTTP listen `address`")
 	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "log `level`: debug, info, warn or error")
 	fs.StringVar(&c.Log.Format, "log-format", c.Log.Format, "log `format`: console or json")
+	fs.Float64Var(&apiQPS, "kube-api-qps", float64(c.APIServer.QPS), "requests per second the gateway sends to kube-apiserver, reviews for users included (negative: no client-side limit)")
+	fs.IntVar(&c.APIServer.Burst, "kube-api-burst", c.APIServer.Burst, "request burst the gateway sends to kube-apiserver")
 	fs.StringVar(&resources, "resources", "", "comma-separated `resources` to cache at start and gate readiness on (e.g. pods,deployments.apps)")
 	fs.DurationVar(&shutdown, "shutdown-timeout", time.Duration(c.ShutdownTimeout), "bound on graceful shutdown")
 	fs.DurationVar(&minResync, "min-resync", time.Duration(c.Cache.MinResync), "shortest resync period a client may ask for")
@@ -336,6 +360,9 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 		if set["log-format"] {
 			c.Log.Format = flagged.Log.Format
 		}
+		if set["kube-api-burst"] {
+			c.APIServer.Burst = flagged.APIServer.Burst
+		}
 		if set["authn"] {
 			c.Auth.Authn = flagged.Auth.Authn
 		}
@@ -371,6 +398,9 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 	}
 	if set["min-resync"] {
 		c.Cache.MinResync = Duration(minResync)
+	}
+	if set["kube-api-qps"] {
+		c.APIServer.QPS = float32(apiQPS)
 	}
 	return c, c.Validate()
 }

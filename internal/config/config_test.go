@@ -42,15 +42,17 @@ func TestFlagsWinOverFile(t *testing.T) {
 	p := writeFile(t, `
 listen: 0.0.0.0:9000
 log: {level: debug, format: json}
+apiserver: {qps: 20, burst: 30}
 cache:
   resources: [pods, deployments.apps]
   minResync: 30s
 `)
-	c, err := parse(t, "--config", p, "--listen", "127.0.0.1:7000", "--resources", "configmaps, secrets")
+	c, err := parse(t, "--config", p, "--listen", "127.0.0.1:7000", "--resources", "configmaps, secrets", "--kube-api-qps", "-1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Listen != "127.0.0.1:7000" || c.Log.Level != "debug" || c.Log.Format != "json" ||
+		c.APIServer != (APIServer{QPS: -1, Burst: 30}) ||
 		time.Duration(c.Cache.MinResync) != 30*time.Second ||
 		!cmp.Equal(c.Cache.Resources, []string{"configmaps", "secrets"}) {
 		t.Fatalf("got %+v", c)
@@ -82,6 +84,9 @@ func TestBadInput(t *testing.T) {
 		{"negative ttl", nil, "auth: {allowTTL: -1s}\n", "auth.allowTTL must not be negative"},
 		{"negative qps", nil, "auth: {userQPS: -1}\n", "must not be negative"},
 		{"negative inflight flag", []string{"--user-max-inflight", "-1"}, "", "must not be negative"},
+		{"zero apiserver qps", nil, "apiserver: {qps: 0, burst: 5}\n", "apiserver.qps must not be 0"},
+		{"zero apiserver qps flag", []string{"--kube-api-qps", "0"}, "", "apiserver.qps must not be 0"},
+		{"zero apiserver burst", []string{"--kube-api-burst", "0"}, "", "apiserver.burst must be at least 1"},
 		{"negative ws limit", nil, "websocket: {maxSockets: -1}\n", "websocket.maxSockets must not be negative"},
 		{"bad origin pattern", nil, "websocket: {allowedOrigins: ['[']}\n", `websocket.allowedOrigins: pattern "["`},
 	} {
