@@ -110,9 +110,11 @@ func apiserverAddr(t *testing.T) string {
 	return u.Host
 }
 
-func startManager(t *testing.T, cfg *rest.Config) *informer.Manager {
+// startManager runs a manager until the test ends. resources are its
+// configured resources, which gate readiness.
+func startManager(t *testing.T, cfg *rest.Config, resources ...string) *informer.Manager {
 	t.Helper()
-	m, err := informer.New(informer.Options{Config: cfg, Logger: zaptest.NewLogger(t), StaleAfter: staleAfter})
+	m, err := informer.New(informer.Options{Config: cfg, Logger: zaptest.NewLogger(t), StaleAfter: staleAfter, Resources: resources})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,7 +119,7 @@ func TestListServerErrorsBackOff(t *testing.T) {
 	ns := namespace(t, cs)
 	create(t, cs, ns, "keep", "change", "drop")
 	p := newFaultProxy(t, "/api/v1/configmaps")
-	m := startManager(t, p.config())
+	m := startManager(t, p.config(), "configmaps")
 	r := configMaps(t, m)
 	sub := subscribe(t, r, ns)
 	sub.converge(t, truth(t, cs, ns))
@@ -199,7 +199,7 @@ func TestListTooManyRequestsHonoursRetryAfter(t *testing.T) {
 	ns := namespace(t, cs)
 	create(t, cs, ns, "keep", "change", "drop")
 	p := newFaultProxy(t, "/api/v1/configmaps")
-	m := startManager(t, p.config())
+	m := startManager(t, p.config(), "configmaps")
 	r := configMaps(t, m)
 	sub := subscribe(t, r, ns)
 	sub.converge(t, truth(t, cs, ns))
@@ -243,6 +243,55 @@ func TestListTooManyRequestsHonoursRetryAfter(t *testing.T) {
 	}
 }
 
+// TestOnDemandFailuresDoNotGateReadiness: a resource started on first use
+// whose requests keep failing (an aggregated API that is down, a CRD whose
+// conversion webhook fails) is reported, but the gateway stays ready, so
+// one client's request cannot take it out of service. The same failures
+// of a configured resource make it unready (the tests above).
+func TestOnDemandFailuresDoNotGateReadiness(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		synced bool // the failures start after the first list
+	}{{"before-sync", false}, {"after-sync", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := client(t)
+			ns := namespace(t, cs)
+			create(t, cs, ns, "a")
+			p := newFaultProxy(t, "/api/v1/configmaps")
+			m := startManager(t, p.config(), "namespaces")
+			waitUntil(t, 30*time.Second, "namespaces synced", func() bool { return m.Ready() == nil })
+			if !tc.synced {
+				p.setFault(&httpFault{code: http.StatusServiceUnavailable})
+			}
+			if !tc.synced {
+				if _, err := m.Resource(context.Background(), "configmaps"); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				sub := subscribe(t, configMaps(t, m), ns)
+				sub.converge(t, truth(t, cs, ns))
+				p.setFault(&httpFault{code: http.StatusServiceUnavailable})
+			}
+			var st informer.ResourceStatus
+			waitUntil(t, 60*time.Second, "config maps failing for longer than StaleAfter", func() bool {
+				for _, s := range m.Status() {
+					if s.Resource == "configmaps" {
+						st = s
+					}
+				}
+				return st.FailingFor > staleAfter
+			})
+			if err := m.Ready(); err != nil {
+				t.Fatalf("Ready() = %v, want ready: configmaps was started on demand", err)
+			}
+			if st.Gating || st.Synced != tc.synced || !strings.Contains(st.FailingError, "HTTP 503") {
+				t.Fatalf("configmaps status = %+v, want on demand, synced=%v, failing with HTTP 503", st, tc.synced)
+			}
+			t.Logf("ready while configmaps fails: %+v", st)
+		})
+	}
+}
+
 // TestInitialListErrors: the apiserver fails the informer's first lists
 // (500, then 429 with Retry-After). Ready names the resource and the
 // error meanwhile; once the errors stop the cache syncs and a subscriber
@@ -256,7 +305,7 @@ func TestInitialListErrors(t *testing.T) {
 		{"500", httpFault{code: http.StatusInternalServerError}, []string{"not synced", "configmaps", "injected fault"}},
 		// client-go retries these itself; until it gives up, the failing
 		// requests are the only explanation.
-		{"429", httpFault{code: http.StatusTooManyRequests, retryAfter: "1"}, []string{"not synced: [configmaps]", "HTTP 429"}},
+		{"429", httpFault{code: http.StatusTooManyRequests, retryAfter: "1"}, []string{"not synced: [configmaps (", "HTTP 429"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cs := client(t)
@@ -265,7 +314,7 @@ func TestInitialListErrors(t *testing.T) {
 			p := newFaultProxy(t, "/api/v1/configmaps")
 			p.setFault(&tc.fault)
 			start := time.Now()
-			m := startManager(t, p.config())
+			m := startManager(t, p.config(), "configmaps")
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			r, err := m.Resource(ctx, "configmaps")

@@ -216,28 +216,17 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("ok\n"))
 }
 
-// readyz answers 200 once every started informer has synced, else 503
-// with a body naming what is not. ?verbose lists every resource.
+// readyz answers 200 once the configured informers have synced and their
+// requests are not failing, else 503 with a body naming what is not.
+// ?verbose lists every resource; those started on first use are marked
+// "on demand" and do not gate readiness (see informer.Options.Resources).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	var b strings.Builder
-	ready := true
-	for _, st := range s.opts.Manager.Status() {
-		switch {
-		case st.Synced:
-			fmt.Fprintf(&b, "[+]informer %s ok (%d objects)\n", st.Resource, st.Objects)
-		case st.Error != "":
-			ready = false
-			fmt.Fprintf(&b, "[-]informer %s failed: %s\n", st.Resource, st.Error)
-		default:
-			ready = false
-			fmt.Fprintf(&b, "[-]informer %s not synced\n", st.Resource)
-		}
-	}
+	b, ready := informerChecks(s.opts.Manager.Status())
 	if err := s.opts.Manager.Ready(); err != nil {
 		ready = false
-		fmt.Fprintf(&b, "[-]informers: %v\n", err)
+		fmt.Fprintf(b, "[-]informers: %v\n", err)
 	}
 	if !ready {
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -248,6 +237,37 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte(b.String()))
 	}
 	_, _ = w.Write([]byte("ok\n"))
+}
+
+// informerChecks renders one /readyz line per informer and reports whether
+// they allow readiness: a resource started on first use does not gate
+// readiness, so its line passes whatever its state.
+func informerChecks(status []informer.ResourceStatus) (*strings.Builder, bool) {
+	b := &strings.Builder{}
+	ready := true
+	for _, st := range status {
+		mark, note := "[-]", ""
+		if !st.Gating {
+			mark, note = "[+]", " (on demand; does not gate readiness)"
+		}
+		switch {
+		case st.Synced && st.FailingError != "":
+			fmt.Fprintf(b, "[+]informer %s ok (%d objects); its requests have failed for %s: %s\n",
+				st.Resource, st.Objects, st.FailingFor.Truncate(time.Second), st.FailingError)
+		case st.Synced:
+			fmt.Fprintf(b, "[+]informer %s ok (%d objects)\n", st.Resource, st.Objects)
+		case st.Error != "":
+			ready = ready && !st.Gating
+			fmt.Fprintf(b, "%sinformer %s failed%s: %s\n", mark, st.Resource, note, st.Error)
+		case st.FailingError != "":
+			ready = ready && !st.Gating
+			fmt.Fprintf(b, "%sinformer %s not synced%s: %s\n", mark, st.Resource, note, st.FailingError)
+		default:
+			ready = ready && !st.Gating
+			fmt.Fprintf(b, "%sinformer %s not synced%s\n", mark, st.Resource, note)
+		}
+	}
+	return b, ready
 }
 
 // Start serves until ctx ends, then shuts down within ShutdownTimeout.

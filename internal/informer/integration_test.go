@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -487,5 +489,41 @@ func TestConcurrentFirstUse(t *testing.T) {
 				t.Error(err)
 			}
 		}
+	}
+}
+
+// Configured resources gate readiness, from before Start has started them
+// until they sync; resources started on first use are reported but do not.
+func TestConfiguredResourcesGateReadiness(t *testing.T) {
+	env := testenv.Get(t)
+	m, err := New(Options{Config: env.CP.AdminConfig(), Logger: zaptest.NewLogger(t), Resources: []string{"cm", "configmaps"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Ready(); err == nil || !strings.Contains(err.Error(), "starting: 2 configured resources") {
+		t.Fatalf("Ready() before Start = %v, want starting", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Start: %v", err)
+		}
+	}()
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true,
+		func(context.Context) (bool, error) { return m.Ready() == nil, nil }); err != nil {
+		t.Fatalf("never ready: %v", m.Ready())
+	}
+	if _, err := m.Resource(ctx, "secrets"); err != nil {
+		t.Fatal(err)
+	}
+	gating := map[string]bool{}
+	for _, s := range m.Status() {
+		gating[s.Resource] = s.Gating
+	}
+	if want := map[string]bool{"configmaps": true, "secrets": false}; !cmp.Equal(gating, want) {
+		t.Fatalf("Status gating = %v, want %v", gating, want)
 	}
 }

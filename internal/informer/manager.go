@@ -28,8 +28,12 @@ import (
 type Options struct {
 	// Config reaches the apiserver with the gateway's own identity. Required.
 	Config *rest.Config
-	// Resources are started by Start and must sync before the manager is
-	// ready. Others start on first use. Names as kubectl accepts them.
+	// Resources are started by Start and gate readiness: Ready fails until
+	// they have synced, and while their requests fail. Others start on
+	// first use and are reported by Status but do not gate readiness, so
+	// one client asking for a resource that cannot sync (an aggregated API
+	// that is down, say) does not take the gateway out of service. Names
+	// as kubectl accepts them.
 	Resources []string
 	// KeepManagedFields keeps metadata.managedFields in cached objects.
 	// Default false: they are stripped, as they are large and of no use to
@@ -51,7 +55,8 @@ type Options struct {
 	// refreshes triggered by unknown resource names. Default 5s.
 	DiscoveryRefreshInterval time.Duration
 	// StaleAfter is how long requests to the apiserver may keep failing
-	// (transport errors, 5xx, 429) before Ready reports the caches stale.
+	// (transport errors, or 5xx and 429 answers to the lists and watches
+	// of a resource in Resources) before Ready reports the caches stale.
 	// Informers keep serving their last state meanwhile. Default 30s.
 	StaleAfter time.Duration
 	// Logger defaults to a no-op logger.
@@ -146,10 +151,14 @@ type Manager struct {
 	// is set, and SetTransform would then fail.
 	factoryMu sync.Mutex
 
-	// mu guards resources and stopped.
+	// mu guards resources, gating, bootPending and stopped.
 	mu        sync.Mutex
 	resources map[schema.GroupVersionResource]*Resource
-	stopped   bool
+	// gating holds the resources of Options.Resources; bootPending counts
+	// the names Start has not started yet.
+	gating      map[schema.GroupVersionResource]bool
+	bootPending int
+	stopped     bool
 }
 
 // New builds a Manager. Nothing runs until Start or the first Resource call.
@@ -166,6 +175,10 @@ func New(opts Options) (*Manager, error) {
 		metrics:   newMetrics(o.Registerer),
 		stopCh:    make(chan struct{}),
 		resources: map[schema.GroupVersionResource]*Resource{},
+		gating:    map[schema.GroupVersionResource]bool{},
+		// Until Start has started them, the configured resources are
+		// not in resources: Ready must not report ready meanwhile.
+		bootPending: len(o.Resources),
 	}, nil
 }
 
@@ -176,9 +189,14 @@ func New(opts Options) (*Manager, error) {
 func (m *Manager) Start(ctx context.Context) error {
 	defer m.shutdown()
 	for _, name := range m.opts.Resources {
-		if _, err := m.Resource(ctx, name); err != nil {
+		r, err := m.Resource(ctx, name)
+		if err != nil {
 			return fmt.Errorf("configured resource %q: %w", name, err)
 		}
+		m.mu.Lock()
+		m.gating[r.Info.GVR] = true
+		m.bootPending--
+		m.mu.Unlock()
 	}
 	ticker := m.opts.clock.NewTicker(m.opts.ResyncCheckPeriod)
 	defer ticker.Stop()
@@ -370,27 +388,49 @@ func (m *Manager) started() []*Resource {
 
 // ResourceStatus is one resource's state for /readyz and status pages.
 type ResourceStatus struct {
-	Resource  string `json:"resource"`
-	Synced    bool   `json:"synced"`
-	Objects   int    `json:"objects"`
-	Listeners int    `json:"listeners"`
-	Error     string `json:"error,omitempty"`
+	Resource string `json:"resource"`
+	// Gating is true for Options.Resources, which gate readiness.
+	Gating    bool `json:"gating"`
+	Synced    bool `json:"synced"`
+	Objects   int  `json:"objects"`
+	Listeners int  `json:"listeners"`
+	// Error is the last list or watch error while not synced.
+	Error string `json:"error,omitempty"`
+	// FailingFor is how long the answers to this resource's requests have
+	// been 5xx or 429, and FailingError the last one.
+	FailingFor   time.Duration `json:"failingFor,omitempty"`
+	FailingError string        `json:"failingError,omitempty"`
 }
 
 // Status reports every started resource.
 func (m *Manager) Status() []ResourceStatus {
 	var out []ResourceStatus
 	for _, r := range m.started() {
-		out = append(out, r.Status())
+		s := r.Status()
+		m.mu.Lock()
+		s.Gating = m.gating[r.Info.GVR]
+		m.mu.Unlock()
+		if d, err := m.opts.health.staleResource(resourcePath(r.Info.GVR)); err != nil {
+			s.FailingFor, s.FailingError = d, err.Error()
+		}
+		out = append(out, s)
 	}
 	return out
 }
 
-// Ready returns nil once every started resource has synced and the
-// apiserver has not been failing for longer than Options.StaleAfter, else
+// Ready returns nil once Start has started every resource of
+// Options.Resources, they have synced, and neither the apiserver nor their
+// own requests have been failing for longer than Options.StaleAfter; else
 // an error naming the resources not synced (and why, when known) or the
-// outage.
+// failure. Resources started on first use do not count (see
+// Options.Resources).
 func (m *Manager) Ready() error {
+	m.mu.Lock()
+	pending := m.bootPending
+	m.mu.Unlock()
+	if pending > 0 {
+		return fmt.Errorf("starting: %d configured resources not started yet", pending)
+	}
 	d, err := m.opts.health.stale()
 	return readiness(m.Status(), d, err, m.opts.StaleAfter)
 }
@@ -398,14 +438,20 @@ func (m *Manager) Ready() error {
 // readiness is Ready's verdict on the resources' status and an outage of
 // length failing ending with lastErr (0 and nil when there is none).
 func readiness(status []ResourceStatus, failing time.Duration, lastErr error, staleAfter time.Duration) error {
-	var missing []string
+	var missing, stale []string
 	for _, s := range status {
-		if !s.Synced {
+		switch {
+		case !s.Gating:
+		case !s.Synced:
 			msg := s.Resource
 			if s.Error != "" {
 				msg += " (" + s.Error + ")"
+			} else if s.FailingError != "" {
+				msg += " (" + s.FailingError + ")"
 			}
 			missing = append(missing, msg)
+		case s.FailingFor > staleAfter:
+			stale = append(stale, fmt.Sprintf("%s (failing for %s: %s)", s.Resource, s.FailingFor.Truncate(time.Second), s.FailingError))
 		}
 	}
 	if len(missing) > 0 {
@@ -420,6 +466,9 @@ func readiness(status []ResourceStatus, failing time.Duration, lastErr error, st
 	}
 	if failing > staleAfter {
 		return fmt.Errorf("stale: requests to the apiserver have failed for %s: %v", failing.Truncate(time.Second), lastErr)
+	}
+	if len(stale) > 0 {
+		return fmt.Errorf("stale: %v", stale)
 	}
 	return nil
 }

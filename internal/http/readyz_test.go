@@ -1,0 +1,42 @@
+package httpapi
+
+import (
+	"testing"
+	"time"
+
+	"kubegate/internal/informer"
+)
+
+func TestInformerChecks(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status informer.ResourceStatus
+		line   string
+		ready  bool
+	}{
+		{"synced", informer.ResourceStatus{Resource: "pods", Gating: true, Synced: true, Objects: 3},
+			"[+]informer pods ok (3 objects)\n", true},
+		{"synced, requests failing", informer.ResourceStatus{Resource: "pods", Gating: true, Synced: true, Objects: 3,
+			FailingFor: 2500 * time.Millisecond, FailingError: "GET /api/v1/pods: HTTP 500"},
+			"[+]informer pods ok (3 objects); its requests have failed for 2s: GET /api/v1/pods: HTTP 500\n", true},
+		{"configured, not synced", informer.ResourceStatus{Resource: "pods", Gating: true},
+			"[-]informer pods not synced\n", false},
+		{"configured, list failed", informer.ResourceStatus{Resource: "pods", Gating: true, Error: "boom"},
+			"[-]informer pods failed: boom\n", false},
+		{"configured, answered 429", informer.ResourceStatus{Resource: "pods", Gating: true, FailingError: "HTTP 429"},
+			"[-]informer pods not synced: HTTP 429\n", false},
+		{"on demand, not synced", informer.ResourceStatus{Resource: "metrics.k8s.io/pods"},
+			"[+]informer metrics.k8s.io/pods not synced (on demand; does not gate readiness)\n", true},
+		{"on demand, list failed", informer.ResourceStatus{Resource: "widgets.example.com", Error: "conversion webhook failed"},
+			"[+]informer widgets.example.com failed (on demand; does not gate readiness): conversion webhook failed\n", true},
+		{"on demand, answered 503", informer.ResourceStatus{Resource: "widgets.example.com", FailingError: "HTTP 503"},
+			"[+]informer widgets.example.com not synced (on demand; does not gate readiness): HTTP 503\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, ready := informerChecks([]informer.ResourceStatus{tc.status})
+			if b.String() != tc.line || ready != tc.ready {
+				t.Errorf("got %q, ready=%v; want %q, ready=%v", b.String(), ready, tc.line, tc.ready)
+			}
+		})
+	}
+}
