@@ -444,6 +444,29 @@ func TestShutdownDrains(t *testing.T) {
 	rcv.none()
 }
 
+// Stopping (shutdown or a reload) does not cut off an attempt the receiver
+// is already handling: it finishes within the drain time and counts as
+// delivered, instead of being sent again by the drain.
+func TestStopLetsAnAttemptInFlightFinish(t *testing.T) {
+	rcv := newReceiver(t, time.Now)
+	release := make(chan struct{})
+	rcv.setRespond(func(n int, w http.ResponseWriter) {
+		if n == 1 {
+			<-release
+		}
+	})
+	h := start(t, hookConfig(t, "a", rcv.srv.URL))
+	h.source("a", 0).push(note(informer.Added, "x", 1))
+	rcv.next() // x is being handled; its answer waits for release
+	h.cancel()
+	close(release)
+	h.stop()
+	rcv.none()
+	if h.metric("a", outcomeDelivered) != 1 || h.metric("a", outcomeShutdown) != 0 {
+		t.Fatalf("delivered = %v, shutdown = %v; want 1 and 0", h.metric("a", outcomeDelivered), h.metric("a", outcomeShutdown))
+	}
+}
+
 // Events still buffered in the listener at shutdown (behind one being
 // retried) are part of the queue: the drain tries them too, in order, and
 // counts the ones it cannot deliver.

@@ -89,6 +89,14 @@ func (h *hook) run(ctx context.Context) {
 			in.src.Stop()
 		}
 	}()
+	// When ctx ends, the attempt in flight and the drain after it share
+	// h.drain: the attempt is not cut off, since the receiver may already
+	// be handling it and cutting it would only make the drain send it
+	// again.
+	dctx, dcancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer dcancel()
+	stopDrainTimer := context.AfterFunc(ctx, func() { time.AfterFunc(h.drain, dcancel) })
+	defer stopDrainTimer()
 	var pending []event
 	var buf []informer.Notification
 	for ctx.Err() == nil {
@@ -103,7 +111,7 @@ func (h *hook) run(ctx context.Context) {
 				continue
 			}
 		}
-		switch h.deliver(ctx, &pending[0]) {
+		switch h.deliver(ctx, dctx, &pending[0]) {
 		case resultGone:
 			h.m.disabled.WithLabelValues(h.name()).Set(1)
 			h.log.Error("receiver answered 410 Gone: webhook disabled until the configuration is reloaded",
@@ -124,16 +132,15 @@ func (h *hook) run(ctx context.Context) {
 	// drain tries it after the events taken earlier and counts what it
 	// cannot send, instead of dropping it unreported with the listeners.
 	pending, _ = h.pop(pending, buf)
-	h.drainPending(ctx, pending)
+	h.drainPending(dctx, pending)
 }
 
-// drainPending tries each queued event once more, in order, within h.drain.
-func (h *hook) drainPending(ctx context.Context, pending []event) {
+// drainPending tries each queued event once more, in order, until dctx
+// ends (h.drain after the hook was stopped).
+func (h *hook) drainPending(dctx context.Context, pending []event) {
 	if len(pending) == 0 {
 		return
 	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.drain)
-	defer cancel()
 	delivered := 0
 	for i := range pending {
 		if dctx.Err() == nil {
@@ -194,12 +201,14 @@ func (h *hook) updateQueue(taken int) {
 }
 
 // deliver sends ev until it is delivered, rejected, out of retries, or ctx
-// ends. Waits between attempts use h.clock.
-func (h *hook) deliver(ctx context.Context, ev *event) result {
+// ends. Attempts run under actx, which outlives ctx by the drain time, so
+// an attempt in flight when ctx ends can finish. Waits between attempts
+// use h.clock.
+func (h *hook) deliver(ctx, actx context.Context, ev *event) result {
 	r := h.cfg.Retry
 	first := h.clock.Now()
 	for attempt := 1; ; attempt++ {
-		res, retryAfter := h.attempt(ctx, ev)
+		res, retryAfter := h.attempt(actx, ev)
 		switch res {
 		case resultDelivered:
 			h.m.deliveries.WithLabelValues(h.name(), outcomeDelivered).Inc()

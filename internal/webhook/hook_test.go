@@ -187,7 +187,9 @@ type harness struct {
 	m     *Manager
 	clock *clocktesting.FakeClock
 	reg   *prometheus.Registry
-	stop  func() // cancels Start and waits for it
+	// cancel cancels Start's context; stop cancels it and waits for Start.
+	cancel func()
+	stop   func()
 
 	mu      sync.Mutex
 	sources map[string][]*fakeSource // by webhook name, guarded by mu
@@ -238,6 +240,7 @@ func start(t *testing.T, hooks ...config.Webhook) *harness {
 	}
 	h.m = m
 	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
 	done := make(chan error, 1)
 	go func() { done <- m.Start(ctx) }()
 	var once sync.Once
