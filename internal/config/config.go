@@ -70,6 +70,11 @@ type Auth struct {
 	// RecheckInterval is how often live streams are re-authorized.
 	// Default 5s.
 	RecheckInterval Duration `json:"recheckInterval,omitempty"`
+	// RecheckGrace is how long a live stream goes on while its
+	// re-authorizations cannot be made because the apiserver is
+	// unreachable; a denial still ends it at once. Negative: no grace.
+	// Default 60s.
+	RecheckGrace Duration `json:"recheckGrace,omitempty"`
 	// UserQPS is each user's sustained request rate; 0 disables it.
 	// Default 50.
 	UserQPS float64 `json:"userQPS,omitempty"`
@@ -160,6 +165,7 @@ func Default() Config {
 			AllowTTL: Duration(5 * time.Second), DenyTTL: Duration(2 * time.Second),
 			NamespaceScanTTL: Duration(30 * time.Second),
 			RecheckInterval:  Duration(5 * time.Second),
+			RecheckGrace:     Duration(60 * time.Second),
 			UserQPS:          50, UserBurst: 200, UserMaxInflight: 500,
 		},
 	}

@@ -677,18 +677,22 @@ func TestRESTWatch(t *testing.T) {
 }
 
 // switchAuthorizer allows reads restricted to allowed namespaces until
-// denied is set.
+// denied is set, and answers 503 while unavailable is set.
 type switchAuthorizer struct {
-	mu      sync.Mutex
-	allowed sets.Set[string]
-	denied  bool
-	calls   []auth.Request
+	mu          sync.Mutex
+	allowed     sets.Set[string]
+	denied      bool
+	unavailable bool
+	calls       []auth.Request
 }
 
 func (a *switchAuthorizer) Authorize(_ context.Context, _ *auth.User, req auth.Request) (auth.Decision, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.calls = append(a.calls, req)
+	if a.unavailable {
+		return auth.Decision{}, apierrors.NewServiceUnavailable("authorization is unavailable: the apiserver could not be asked; try again")
+	}
 	if a.denied {
 		return auth.Decision{}, apierrors.NewForbidden(req.Resource.GroupResource(), req.Name, fmt.Errorf("%s denied", req.Verb))
 	}
@@ -699,6 +703,18 @@ func (a *switchAuthorizer) Authorize(_ context.Context, _ *auth.User, req auth.R
 		return auth.Decision{}, apierrors.NewForbidden(req.Resource.GroupResource(), req.Name, fmt.Errorf("namespace %s", req.Namespace))
 	}
 	return auth.Decision{}, nil
+}
+
+func (a *switchAuthorizer) setUnavailable(v bool) {
+	a.mu.Lock()
+	a.unavailable = v
+	a.mu.Unlock()
+}
+
+func (a *switchAuthorizer) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.calls)
 }
 
 func (a *switchAuthorizer) deny() {
@@ -744,6 +760,52 @@ func TestRESTAuthorization(t *testing.T) {
 	}
 	if _, ok := w.next(); ok {
 		t.Error("the stream went on after the 403")
+	}
+}
+
+// TestRESTWatchRidesOutAnUnavailableAuthorizer: a watch whose re-checks
+// cannot be made (503) goes on within RecheckGrace and ends with the 503
+// past it; a denial ends it at once (TestRESTAuthorization).
+func TestRESTWatchRidesOutAnUnavailableAuthorizer(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	createConfigMaps(t, env.Client, ns, nil, "one")
+	for _, tc := range []struct {
+		name  string
+		grace time.Duration
+	}{{"within grace", time.Hour}, {"past grace", 100 * time.Millisecond}} {
+		t.Run(tc.name, func(t *testing.T) {
+			az := &switchAuthorizer{allowed: sets.New(ns)}
+			gw := startGateway(t, func(o *Options) {
+				o.Authorizer = az
+				o.RecheckInterval = 20 * time.Millisecond
+				o.RecheckGrace = tc.grace
+			})
+			w, _ := startWatch(t, gw+"/api/v1/namespaces/"+ns+"/configmaps?watch=1")
+			w.until("ADDED one", named("ADDED", "one"))
+			az.setUnavailable(true)
+			if tc.grace < time.Hour {
+				e := w.until("an ERROR event", func(e watchEvent) bool { return e.Type == "ERROR" })
+				var st metav1.Status
+				if json.Unmarshal(e.Object, &st) != nil || st.Code != 503 {
+					t.Errorf("ERROR event: %s", e.Object)
+				}
+				if _, ok := w.next(); ok {
+					t.Error("the stream went on after the 503")
+				}
+				return
+			}
+			n := az.count() + 5
+			if err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, 30*time.Second, true,
+				func(context.Context) (bool, error) { return az.count() >= n, nil }); err != nil {
+				t.Fatal("no re-checks")
+			}
+			name := "during-outage-" + strings.ReplaceAll(tc.name, " ", "-")
+			createConfigMaps(t, env.Client, ns, nil, name)
+			if e, _ := w.next(); e.Type != "ADDED" || e.meta().Name != name {
+				t.Fatalf("watch: got %+v, want ADDED %s", e, name)
+			}
+		})
 	}
 }
 

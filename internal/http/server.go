@@ -58,6 +58,10 @@ type Options struct {
 	// RecheckInterval is how often a live watch stream is re-authorized;
 	// a revoked stream ends within it. Default: 5s.
 	RecheckInterval time.Duration
+	// RecheckGrace is how long a watch goes on while its
+	// re-authorizations cannot be made (see auth.Recheck). Default
+	// auth.DefaultRecheckGrace; negative ends it at the first failure.
+	RecheckGrace time.Duration
 	// ShutdownTimeout bounds the graceful shutdown. Default: 15s.
 	ShutdownTimeout time.Duration
 	// Version is the apiserver's version, served at /version (kubectl

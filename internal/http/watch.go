@@ -10,8 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/utils/clock"
 
 	"kubegate/internal/apistatus"
 	"kubegate/internal/auth"
@@ -287,6 +289,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 	}
 	recheck := time.NewTicker(s.opts.RecheckInterval)
 	defer recheck.Stop()
+	rc := auth.NewRecheck(s.opts.RecheckGrace, clock.RealClock{})
 	var bookmarks <-chan time.Time
 	if p.bookmarks {
 		t := time.NewTicker(bookmarkInterval)
@@ -314,10 +317,15 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 			if ctx.Err() != nil {
 				return
 			}
-			if err != nil {
+			if rc.Ends(err) {
 				ws.status(apistatus.FromError(err))
 				_ = ws.flush()
 				return
+			}
+			if err != nil {
+				s.log.Warn("re-authorization could not be made; the watch goes on",
+					zap.String("user", auth.UserFrom(ctx).Name), zap.Duration("lastAuthorized", rc.Since()), zap.Error(err))
+				continue
 			}
 			if !nd.Equal(dec) && info.Namespaced && rq.namespace == "" {
 				ws.status(apistatus.New(http.StatusGone, metav1.StatusReasonExpired,

@@ -421,6 +421,7 @@ auth:
   authn: kubernetes
   authz: rbac
   recheckInterval: 1s
+  recheckGrace: 2s
   allowTTL: 1s
   denyTTL: 1s
   namespaceScanTTL: 3s

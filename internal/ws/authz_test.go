@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"kubegate/internal/auth"
 	"kubegate/internal/testenv"
@@ -230,4 +231,69 @@ func revokeAll(t *testing.T, ns string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A re-check that cannot be made (the apiserver is unreachable: 503)
+// does not end a subscription within RecheckGrace; a denial still does,
+// and past the grace the subscription ends with the 503.
+func TestRecheckRidesOutAnUnavailableAuthorizer(t *testing.T) {
+	env := testenv.Get(t)
+	m := startManager(t, env.Config, nil)
+	unavailable := func(*auth.User, auth.Request) (auth.Decision, error) {
+		return auth.Decision{}, apierrors.NewServiceUnavailable("authorization is unavailable: the apiserver could not be asked; try again")
+	}
+	rechecks := func(a *fakeAuthorizer) int {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return len(a.requests)
+	}
+	waitRechecks := func(t *testing.T, a *fakeAuthorizer, n int) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 30*time.Second, true,
+			func(context.Context) (bool, error) { return rechecks(a) >= n, nil }); err != nil {
+			t.Fatalf("fewer than %d authorizations", n)
+		}
+	}
+
+	t.Run("within grace", func(t *testing.T) {
+		ns := env.Namespace(t)
+		authz := &fakeAuthorizer{decide: onlyNamespaces(ns)}
+		ts := startServer(t, m, func(o *Options) {
+			o.Authorizer = authz
+			o.RecheckInterval = 20 * time.Millisecond
+			o.RecheckGrace = time.Hour
+		})
+		c := dialAs(t, ts, "alice")
+		c.subscribe("s", "configmaps", ns)
+		c.snapshot("s")
+		authz.set(unavailable)
+		waitRechecks(t, authz, rechecks(authz)+5)
+		createCM(t, ns, "during-outage", nil)
+		if f := c.expect("ADDED", "s"); f.name() != "during-outage" {
+			t.Fatalf("got %v", f)
+		}
+		authz.set(func(*auth.User, auth.Request) (auth.Decision, error) {
+			return auth.Decision{}, apierrors.NewForbidden(ackGR, "", errForbidden)
+		})
+		if f := c.expect("error", "s"); !f.Ended || f.Status.Code != 403 {
+			t.Fatalf("got %v, want the denial to end the subscription", f)
+		}
+	})
+
+	t.Run("past grace", func(t *testing.T) {
+		ns := env.Namespace(t)
+		authz := &fakeAuthorizer{decide: onlyNamespaces(ns)}
+		ts := startServer(t, m, func(o *Options) {
+			o.Authorizer = authz
+			o.RecheckInterval = 20 * time.Millisecond
+			o.RecheckGrace = 100 * time.Millisecond
+		})
+		c := dialAs(t, ts, "alice")
+		c.subscribe("s", "configmaps", ns)
+		c.snapshot("s")
+		authz.set(unavailable)
+		if f := c.expect("error", "s"); !f.Ended || f.Status.Code != 503 {
+			t.Fatalf("got %v, want the subscription to end with 503 after the grace", f)
+		}
+	})
 }

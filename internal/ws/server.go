@@ -67,6 +67,10 @@ type Options struct {
 	// RecheckInterval is how often each subscription is re-authorized.
 	// Default 5s.
 	RecheckInterval time.Duration
+	// RecheckGrace is how long a subscription goes on while its
+	// re-authorizations cannot be made (see auth.Recheck). Default
+	// auth.DefaultRecheckGrace; negative ends it at the first failure.
+	RecheckGrace time.Duration
 	// SyncTimeout bounds how long a subscribe waits for a resource's cache
 	// to fill on first use before answering 503. Default 60s.
 	SyncTimeout time.Duration

@@ -156,6 +156,7 @@ type subscription struct {
 	res      *informer.Resource
 	filter   informer.Filter // as requested, before authorization narrows it
 	decision auth.Decision
+	recheck  *auth.Recheck      // set when active; used by the re-check worker only
 	l        *informer.Listener // nil while pending
 	// cancel ends a pending subscribe; nil once active. Guarded by
 	// socket.mu.
@@ -626,6 +627,7 @@ func (s *socket) startSubscription(ctx context.Context, sub *subscription) {
 	// request, and no context any more: an idle subscription keeps only
 	// what it needs.
 	sub.info, sub.res, sub.filter, sub.decision, sub.l = p.res.Info, p.res, p.filter, p.decision, p.l
+	sub.recheck = auth.NewRecheck(s.opts.RecheckGrace, s.opts.clock)
 	sub.cancel = nil // the worker cancels the context when it returns
 	s.enqueueLocked(encodeAck(sub.id, typeSubscribe, sub.info, sortedNamespaces(sub.decision)))
 	if p.expired {
@@ -755,7 +757,9 @@ func (s *socket) recheckPass() {
 
 // recheck asks the Authorizer again for every active subscription. A
 // denied subscription ends with a 403 error frame; one whose namespace set
-// changed restarts under the new set behind a RESET.
+// changed restarts under the new set behind a RESET. One whose re-check
+// could not be made (the apiserver is unreachable) goes on for
+// RecheckGrace since it was last authorized, then ends with 503.
 func (s *socket) recheck() {
 	s.mu.Lock()
 	subs := make([]*subscription, 0, len(s.subs))
@@ -780,7 +784,11 @@ func (s *socket) recheck() {
 		if s.ctx.Err() != nil {
 			return
 		}
+		ends := sub.recheck.Ends(err)
 		switch {
+		case err != nil && !ends:
+			s.log(zapcore.WarnLevel, "re-authorization could not be made; the subscription goes on",
+				zap.String("id", sub.id), zap.Duration("lastAuthorized", sub.recheck.Since()), zap.Error(err))
 		case err != nil:
 			st := apistatus.FromError(err)
 			if apistatus.Internal(st) {
