@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/go-logr/zapr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -114,6 +115,7 @@ func run(ctx context.Context, cfg config.Config) error {
 	}
 	defer func() { _ = log.Sync() }()
 	klog.SetLogger(zapr.NewLogger(log.Named("client-go")))
+	setMemoryLimit(log, memlimit.FromCgroup)
 
 	kc, source, err := clientConfig(cfg)
 	if err != nil {
