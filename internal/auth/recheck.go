@@ -23,9 +23,10 @@ const DefaultRecheckGrace = 60 * time.Second
 // delays a revocation when the gateway alone cannot reach it, and by at
 // most Grace.
 type Recheck struct {
-	grace  time.Duration
-	clock  clock.PassiveClock
-	lastOK time.Time
+	grace    time.Duration
+	clock    clock.PassiveClock
+	lastOK   time.Time
+	deferred int // re-checks in a row that could not be made
 }
 
 // NewRecheck starts tracking a stream that was just authorized. grace 0
@@ -42,15 +43,23 @@ func NewRecheck(grace time.Duration, clk clock.PassiveClock) *Recheck {
 // whether the stream must end with it.
 func (r *Recheck) Ends(err error) bool {
 	now := r.clock.Now()
+	unavailable := apierrors.IsServiceUnavailable(err) || apierrors.IsTooManyRequests(err) || apierrors.IsTimeout(err)
 	switch {
 	case err == nil:
-		r.lastOK = now
+		r.lastOK, r.deferred = now, 0
 		return false
-	case apierrors.IsServiceUnavailable(err) || apierrors.IsTooManyRequests(err) || apierrors.IsTimeout(err):
-		return r.grace < 0 || now.Sub(r.lastOK) >= r.grace
+	case unavailable && r.grace >= 0 && now.Sub(r.lastOK) < r.grace:
+		r.deferred++
+		return false
 	}
+	r.deferred = 0
 	return true
 }
 
-// Since returns how long ago the stream was last authorized.
-func (r *Recheck) Since() time.Duration { return r.clock.Since(r.lastOK) }
+// FirstDeferred reports whether the last Ends let the stream go on for
+// the first time since its last successful authorization: the moment to
+// log it once rather than at every interval.
+func (r *Recheck) FirstDeferred() bool { return r.deferred == 1 }
+
+// Grace returns the grace in force (negative: none).
+func (r *Recheck) Grace() time.Duration { return r.grace }

@@ -39,10 +39,20 @@ func TestRecheck(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
 			r := NewRecheck(tc.grace, clk)
+			deferred := 0
 			for i, s := range tc.steps {
 				clk.SetTime(clk.Now().Add(s.after))
 				if got := r.Ends(s.err); got != s.ends {
 					t.Fatalf("step %d (%v after, %v): Ends = %v, want %v", i, s.after, s.err, got, s.ends)
+				}
+				switch {
+				case s.err == nil:
+					deferred = 0
+				case !s.ends:
+					deferred++
+				}
+				if got, want := r.FirstDeferred(), deferred == 1 && s.err != nil && !s.ends; got != want {
+					t.Fatalf("step %d: FirstDeferred = %v, want %v", i, got, want)
 				}
 			}
 		})

@@ -323,8 +323,10 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 				return
 			}
 			if err != nil {
-				s.log.Warn("re-authorization could not be made; the watch goes on",
-					zap.String("user", auth.UserFrom(ctx).Name), zap.Duration("lastAuthorized", rc.Since()), zap.Error(err))
+				if rc.FirstDeferred() {
+					s.log.Warn("re-authorization could not be made; the watch goes on for the grace",
+						zap.String("user", auth.UserFrom(ctx).Name), zap.Duration("grace", rc.Grace()), zap.Error(err))
+				}
 				continue
 			}
 			if !nd.Equal(dec) && info.Namespaced && rq.namespace == "" {

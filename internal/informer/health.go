@@ -26,9 +26,9 @@ import (
 // webhook fails must not make every other resource look stale. Other 5xx
 // and 429 answers (discovery, for example) count as an outage. Any other
 // answer, even an error status, ends the outage (and the resource's
-// failure). Watches that stall without
-// an error are caught by the HTTP/2 health check (see
-// docs/reliability.md), which fails the stream and so the next request.
+// failure). Watches that stall without an error are caught by the HTTP/2
+// health check (see docs/reliability.md), which fails the stream and so
+// the next request.
 type apiHealth struct {
 	clock clock.PassiveClock
 

@@ -787,8 +787,10 @@ func (s *socket) recheck() {
 		ends := sub.recheck.Ends(err)
 		switch {
 		case err != nil && !ends:
-			s.log(zapcore.WarnLevel, "re-authorization could not be made; the subscription goes on",
-				zap.String("id", sub.id), zap.Duration("lastAuthorized", sub.recheck.Since()), zap.Error(err))
+			if sub.recheck.FirstDeferred() {
+				s.log(zapcore.WarnLevel, "re-authorization could not be made; the subscription goes on for the grace",
+					zap.String("id", sub.id), zap.Duration("grace", sub.recheck.Grace()), zap.Error(err))
+			}
 		case err != nil:
 			st := apistatus.FromError(err)
 			if apistatus.Internal(st) {
