@@ -255,18 +255,26 @@ func TestRecheckRidesOutAnUnavailableAuthorizer(t *testing.T) {
 		}
 	}
 
-	t.Run("within grace", func(t *testing.T) {
+	// subscribed returns a socket subscribed ("s") to config maps in a new
+	// namespace, whose re-checks have started to fail.
+	subscribed := func(t *testing.T, grace time.Duration) (*client, *fakeAuthorizer, string) {
+		t.Helper()
 		ns := env.Namespace(t)
 		authz := &fakeAuthorizer{decide: onlyNamespaces(ns)}
 		ts := startServer(t, m, func(o *Options) {
 			o.Authorizer = authz
 			o.RecheckInterval = 20 * time.Millisecond
-			o.RecheckGrace = time.Hour
+			o.RecheckGrace = grace
 		})
 		c := dialAs(t, ts, "alice")
 		c.subscribe("s", "configmaps", ns)
 		c.snapshot("s")
 		authz.set(unavailable)
+		return c, authz, ns
+	}
+
+	t.Run("within grace", func(t *testing.T) {
+		c, authz, ns := subscribed(t, time.Hour)
 		waitRechecks(t, authz, rechecks(authz)+5)
 		createCM(t, ns, "during-outage", nil)
 		if f := c.expect("ADDED", "s"); f.name() != "during-outage" {
@@ -281,17 +289,7 @@ func TestRecheckRidesOutAnUnavailableAuthorizer(t *testing.T) {
 	})
 
 	t.Run("past grace", func(t *testing.T) {
-		ns := env.Namespace(t)
-		authz := &fakeAuthorizer{decide: onlyNamespaces(ns)}
-		ts := startServer(t, m, func(o *Options) {
-			o.Authorizer = authz
-			o.RecheckInterval = 20 * time.Millisecond
-			o.RecheckGrace = 100 * time.Millisecond
-		})
-		c := dialAs(t, ts, "alice")
-		c.subscribe("s", "configmaps", ns)
-		c.snapshot("s")
-		authz.set(unavailable)
+		c, _, _ := subscribed(t, 100*time.Millisecond)
 		if f := c.expect("error", "s"); !f.Ended || f.Status.Code != 503 {
 			t.Fatalf("got %v, want the subscription to end with 503 after the grace", f)
 		}
