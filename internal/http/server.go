@@ -227,12 +227,10 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	b, ready := informerChecks(s.opts.Manager.Status())
+	// The verdict is Manager.Ready's alone; the lines only explain it.
+	b := informerChecks(s.opts.Manager.Status())
 	if err := s.opts.Manager.Ready(); err != nil {
-		ready = false
 		fmt.Fprintf(b, "[-]informers: %v\n", err)
-	}
-	if !ready {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte(b.String() + "readyz check failed\n"))
 		return
@@ -243,12 +241,12 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte("ok\n"))
 }
 
-// informerChecks renders one /readyz line per informer and reports whether
-// they allow readiness: a resource started on first use does not gate
-// readiness, so its line passes whatever its state.
-func informerChecks(status []informer.ResourceStatus) (*strings.Builder, bool) {
+// informerChecks renders one /readyz line per informer, marked [-] when it
+// keeps the gateway unready (see informer.Manager.Ready): a resource
+// started on first use does not gate readiness, so its line passes
+// whatever its state.
+func informerChecks(status []informer.ResourceStatus) *strings.Builder {
 	b := &strings.Builder{}
-	ready := true
 	for _, st := range status {
 		mark, note := "[-]", ""
 		if !st.Gating {
@@ -261,17 +259,14 @@ func informerChecks(status []informer.ResourceStatus) (*strings.Builder, bool) {
 		case st.Synced:
 			fmt.Fprintf(b, "[+]informer %s ok (%d objects)\n", st.Resource, st.Objects)
 		case st.Error != "":
-			ready = ready && !st.Gating
 			fmt.Fprintf(b, "%sinformer %s failed%s: %s\n", mark, st.Resource, note, st.Error)
 		case st.FailingError != "":
-			ready = ready && !st.Gating
 			fmt.Fprintf(b, "%sinformer %s not synced%s: %s\n", mark, st.Resource, note, st.FailingError)
 		default:
-			ready = ready && !st.Gating
 			fmt.Fprintf(b, "%sinformer %s not synced%s\n", mark, st.Resource, note)
 		}
 	}
-	return b, ready
+	return b
 }
 
 // Start serves until ctx ends, then shuts down within ShutdownTimeout.
