@@ -177,7 +177,10 @@ func skipValue(b []byte, i int) (int, error) {
 	case '"':
 		return skipString(b, i)
 	case '{', '[':
-		depth := 0
+		// The closers expected, innermost last: a '}' closing a '[' (or
+		// the reverse) is malformed, not the end of the value.
+		var stack [32]byte // deeper nesting grows onto the heap
+		closers := stack[:0]
 		for j := i; j < len(b); j++ {
 			switch b[j] {
 			case '"':
@@ -186,11 +189,16 @@ func skipValue(b []byte, i int) (int, error) {
 					return 0, err
 				}
 				j = end - 1
-			case '{', '[':
-				depth++
+			case '{':
+				closers = append(closers, '}')
+			case '[':
+				closers = append(closers, ']')
 			case '}', ']':
-				depth--
-				if depth == 0 {
+				if b[j] != closers[len(closers)-1] {
+					return 0, errMalformed
+				}
+				closers = closers[:len(closers)-1]
+				if len(closers) == 0 {
 					return j + 1, nil
 				}
 			}
