@@ -43,8 +43,12 @@ run: bins build ## Control plane + demo workload + gateway; prints the URLs; Ctr
 	$(GO) build -o bin/devcluster ./hack/devcluster
 	bin/devcluster -listen $(LISTEN) -gateway bin/gateway run -- $(GATEWAY_FLAGS)
 
+.PHONY: chromium
+chromium: ## Install Debian's chromium for the dashboard's browser tests, if missing
+	@hack/chromium.sh
+
 .PHONY: test
-test: bins ## Run every test with the race detector (integration tests start real control planes)
+test: bins chromium ## Run every test with the race detector (integration tests start real control planes)
 	$(GO) test -race -count=1 -timeout 30m $(TESTFLAGS) ./...
 
 # Time per fuzz target in `make fuzz`.
