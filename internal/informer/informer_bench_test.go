@@ -76,16 +76,15 @@ func benchPod(b testing.TB, ns, name string, rv uint64) *Object {
 // namespaces; every tenth Pod carries the label sel=yes.
 func benchProc(b *testing.B, n, nsCount int) *processor {
 	p, _ := testProc(&testing.T{}, nil)
+	objs := make([]*Object, 0, n)
 	for i := range n {
 		o := benchPod(b, "ns-"+strconv.Itoa(i%nsCount), "pod-"+strconv.Itoa(i), uint64(i+1))
 		if i%10 == 0 {
 			o.Labels = map[string]string{"app": "web", "sel": "yes"}
 		}
-		p.OnAdd(o, true)
+		objs = append(objs, o)
 	}
-	p.mu.Lock()
-	p.markSyncedLocked()
-	p.mu.Unlock()
+	relist(b, p, uint64(n), objs...)
 	return p
 }
 
@@ -129,7 +128,7 @@ func BenchmarkFanout(b *testing.B) {
 					o := *old
 					rv++
 					o.RV, o.ResourceVersion = rv, strconv.FormatUint(rv, 10)
-					p.OnUpdate(old, &o)
+					update(b, p, &o)
 					pods[i%100] = &o
 					i++
 					// Drain every 64 events so backlogs stay small, as
@@ -174,7 +173,7 @@ func BenchmarkPop(b *testing.B) {
 					o := *old // the informer allocates each new object too
 					rv++
 					o.RV, o.ResourceVersion = rv, strconv.FormatUint(rv, 10)
-					p.OnUpdate(old, &o)
+					update(b, p, &o)
 					old = &o
 				}
 				buf = l.Pop(buf[:0])

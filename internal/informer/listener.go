@@ -165,6 +165,9 @@ type Listener struct {
 	// deletion's.
 	minRV    uint64
 	oldestAt time.Time // when the oldest pending notification arrived
+	// progress is the resource's version as of the last Pop: the consumer
+	// has been handed every matching change up to it. See Progress.
+	progress uint64
 	stopped  bool
 	stats    ListenerStats
 }
@@ -313,7 +316,11 @@ func collapsed(first, last Notification) []Notification {
 func (l *Listener) Pop(buf []Notification) []Notification {
 	l.mu.Lock()
 	if !l.needSnapshot && !l.resyncDue {
+		// Read before draining: every change up to it was offered
+		// before it was published, so it is in the ring or popped.
+		progress := l.proc.progress.Load()
 		buf = l.drainLocked(buf)
+		l.progress = max(l.progress, progress)
 		l.mu.Unlock()
 		return buf
 	}
@@ -335,16 +342,34 @@ func (l *Listener) Pop(buf []Notification) []Notification {
 		buf = append(buf, Notification{Type: EndOfSnapshot, RV: p.lastRV})
 		l.needSnapshot, l.needReset = false, false
 		l.minRV = 0
+		l.progress = p.lastRV
 	case l.resyncDue:
 		buf = l.drainLocked(buf)
 		buf = p.snapshotLocked(&l.filter, Sync, buf)
+		l.progress = max(l.progress, p.lastRV)
 		l.resyncDue = false
 		l.stats.Resyncs++
 		p.metrics.resyncs.Inc()
 	default:
 		buf = l.drainLocked(buf)
+		l.progress = max(l.progress, p.lastRV)
 	}
 	return buf
+}
+
+// Progress returns the resource's resourceVersion as of the last Pop: the
+// consumer has been handed every change up to it that matches its filter,
+// and none after it that Pop did not return. It moves on with bookmarks
+// and with changes the filter drops, so a quiet filtered stream can
+// report progress (a REST watch's BOOKMARK) without resuming from a stale
+// version. 0 until the first Pop, and while a reset is pending.
+func (l *Listener) Progress() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.needSnapshot {
+		return 0
+	}
+	return l.progress
 }
 
 func (l *Listener) drainLocked(buf []Notification) []Notification {

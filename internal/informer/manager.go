@@ -16,8 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -51,6 +49,11 @@ type Options struct {
 	// HistoryBytes bounds each resource's history in object bytes.
 	// Default 64 MiB.
 	HistoryBytes int64
+	// QueueDeltas bounds each resource's queue between the reflector and
+	// the processor, in deltas (a watch event, a bookmark or a whole
+	// list). At the bound the reflector stops reading the watch until the
+	// processor catches up; see boundedFIFO. Default 1000.
+	QueueDeltas int
 	// DiscoveryRefreshInterval is the minimum time between discovery
 	// refreshes triggered by unknown resource names. Default 5s.
 	DiscoveryRefreshInterval time.Duration
@@ -68,7 +71,7 @@ type Options struct {
 
 	// Test hooks.
 	clock     clock.WithTicker
-	dynamic   dynamic.Interface
+	rest      rest.Interface
 	discovery discovery.DiscoveryInterface
 	// canList checks the gateway may list and watch a resource before its
 	// informer starts. Default: SelfSubjectAccessReview.
@@ -88,6 +91,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.HistoryBytes <= 0 {
 		o.HistoryBytes = 64 << 20
 	}
+	if o.QueueDeltas <= 0 {
+		o.QueueDeltas = 1000
+	}
 	if o.DiscoveryRefreshInterval <= 0 {
 		o.DiscoveryRefreshInterval = 5 * time.Second
 	}
@@ -106,7 +112,7 @@ func (o Options) withDefaults() (Options, error) {
 		cfg.Wrap(o.health.wrap)
 		o.Config = cfg
 	}
-	if o.dynamic == nil || o.discovery == nil || o.canList == nil {
+	if o.rest == nil || o.discovery == nil || o.canList == nil {
 		if o.Config == nil {
 			return o, errors.New("informer: Options.Config is required")
 		}
@@ -114,9 +120,9 @@ func (o Options) withDefaults() (Options, error) {
 		if err != nil {
 			return o, fmt.Errorf("informer: client: %w", err)
 		}
-		if o.dynamic == nil {
-			if o.dynamic, err = dynamic.NewForConfig(o.Config); err != nil {
-				return o, fmt.Errorf("informer: dynamic client: %w", err)
+		if o.rest == nil {
+			if o.rest, err = newRESTClient(o.Config); err != nil {
+				return o, fmt.Errorf("informer: REST client: %w", err)
 			}
 		}
 		if o.discovery == nil {
@@ -129,27 +135,24 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-// Manager owns the shared informer factory and one processor per started
-// resource. Informers start on first use (or at Start for configured
-// resources) and run until Start's context ends.
+// Manager owns one upstream (reflector, queue, processor) per started
+// resource. Upstreams start on first use (or at Start for configured
+// resources) and run until Start's context ends; each runs under its own
+// context, and the Manager joins their goroutines when it stops.
 //
-// Informers are not stopped when idle: a factory informer cannot be
-// restarted, and re-listing on the next use costs the apiserver more than
-// the memory saved. Limit what is served with Options.Resources and the
-// gateway's RBAC instead.
+// Upstreams are not stopped when idle: re-listing on the next use costs
+// the apiserver more than the memory saved. Limit what is served with
+// Options.Resources and the gateway's RBAC instead.
 type Manager struct {
 	opts     Options
 	log      *zap.Logger
 	resolver *resolver
-	factory  dynamicinformer.DynamicSharedInformerFactory
 	metrics  *metrics
-	stopCh   chan struct{}
-
-	// factoryMu serialises configuring and starting informers: the
-	// factory's Start starts every informer it holds, so without it one
-	// resource's Start could start another's informer before its transform
-	// is set, and SetTransform would then fail.
-	factoryMu sync.Mutex
+	// ctx is the parent of every upstream's context; shutdown cancels it
+	// and waits for wg, which counts the upstreams' controllers.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 
 	// mu guards resources, gating, bootPending and stopped.
 	mu        sync.Mutex
@@ -167,13 +170,14 @@ func New(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	return &Manager{
 		opts:      o,
 		log:       o.Logger,
 		resolver:  newResolver(o.discovery, float32(1/o.DiscoveryRefreshInterval.Seconds()), o.clock),
-		factory:   dynamicinformer.NewDynamicSharedInformerFactory(o.dynamic, 0),
 		metrics:   newMetrics(o.Registerer),
-		stopCh:    make(chan struct{}),
+		ctx:       ctx,
+		cancel:    cancel,
 		resources: map[schema.GroupVersionResource]*Resource{},
 		gating:    map[schema.GroupVersionResource]bool{},
 		// Until Start has started them, the configured resources are
@@ -183,7 +187,7 @@ func New(opts Options) (*Manager, error) {
 }
 
 // Start starts the configured resources and the resync schedule, blocks
-// until ctx ends, then stops every informer and returns once their
+// until ctx ends, then stops every upstream and returns once their
 // goroutines have exited. It fails if a configured resource is unknown or
 // may not be listed.
 func (m *Manager) Start(ctx context.Context) error {
@@ -214,12 +218,10 @@ func (m *Manager) Start(ctx context.Context) error {
 
 func (m *Manager) shutdown() {
 	m.mu.Lock()
-	if !m.stopped {
-		m.stopped = true
-		close(m.stopCh)
-	}
+	m.stopped = true // no upstream starts after this
 	m.mu.Unlock()
-	m.factory.Shutdown() // waits for informer goroutines
+	m.cancel()
+	m.wg.Wait()
 }
 
 // Resolve maps a user-supplied name to a resource without starting it.
@@ -292,47 +294,23 @@ func (m *Manager) startResource(ctx context.Context, r *Resource) error {
 		return err
 	}
 	r.log = m.log.With(zap.String("resource", gvr.String()))
-	rm := m.metrics.forResource(gvr)
-	if err := m.configureAndStart(r, rm); err != nil {
-		return fmt.Errorf("%s: %w", gvr, err)
-	}
-	go func() {
-		// Record sync for metrics and readiness; exits with the manager.
-		select {
-		case <-r.synced.Done():
-			rm.synced.Set(1)
-			r.proc.mu.Lock()
-			r.proc.markSyncedLocked()
-			r.proc.mu.Unlock()
-			r.log.Info("cache synced")
-		case <-m.stopCh:
-		}
-	}()
-	r.log.Info("informer started")
-	return nil
-}
+	r.proc = newProcessor(gvr, &m.opts, m.metrics.forResource(gvr))
+	dec := newObjectDecoder(r.Info.GVK, m.opts.KeepManagedFields, r.Info.selectableFields[2:])
+	q := newBoundedFIFO(m.opts.QueueDeltas)
+	ctrl := newController(newListWatch(m.opts.rest, gvr, dec), q, r.proc, r.watchError)
+	r.synced = ctrl.HasSyncedChecker()
 
-// configureAndStart creates r's informer, sets its transform, error
-// handler and event handler, and starts it.
-func (m *Manager) configureAndStart(r *Resource, rm *resourceMetrics) error {
-	m.factoryMu.Lock()
-	defer m.factoryMu.Unlock()
-	inf := m.factory.ForResource(r.Info.GVR).Informer()
-	t := &transformer{gvk: r.Info.GVK, keepManagedFields: m.opts.KeepManagedFields,
-		selectableFields: r.Info.selectableFields[2:]}
-	if err := inf.SetTransform(t.Transform); err != nil {
-		return err
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stopped {
+		return ErrStopped
 	}
-	if err := inf.SetWatchErrorHandlerWithContext(r.watchError); err != nil {
-		return err
-	}
-	r.proc = newProcessor(r.Info.GVR, &m.opts, rm, inf.LastSyncResourceVersion)
-	reg, err := inf.AddEventHandler(r.proc)
-	if err != nil {
-		return err
-	}
-	r.informer, r.synced = inf, reg.HasSyncedChecker()
-	m.factory.Start(m.stopCh)
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		ctrl.RunWithContext(m.ctx)
+	}()
+	r.log.Info("upstream started")
 	return nil
 }
 
@@ -480,10 +458,9 @@ type Resource struct {
 	initDone chan struct{} // closed when startResource has returned
 	initErr  error
 
-	log      *zap.Logger
-	informer cache.SharedIndexInformer
-	synced   cache.DoneChecker
-	proc     *processor
+	log    *zap.Logger
+	synced cache.DoneChecker
+	proc   *processor
 
 	// errMu guards lastErr and errChanged.
 	errMu      sync.Mutex
@@ -553,11 +530,6 @@ func (r *Resource) Synced() bool { return cache.IsDone(r.synced) }
 func (r *Resource) AddListener(opts ListenerOptions) (*Listener, error) {
 	if opts.Wake == nil && opts.OnWake == nil {
 		return nil, errors.New("informer: ListenerOptions.Wake or OnWake is required")
-	}
-	if r.Synced() {
-		r.proc.mu.Lock()
-		r.proc.markSyncedLocked()
-		r.proc.mu.Unlock()
 	}
 	return r.proc.addListener(opts)
 }

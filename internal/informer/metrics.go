@@ -12,6 +12,7 @@ import (
 type metrics struct {
 	objects   *prometheus.GaugeVec
 	events    *prometheus.CounterVec
+	relists   *prometheus.CounterVec
 	lastEvent *prometheus.GaugeVec
 	listeners *prometheus.GaugeVec
 	overflows *prometheus.CounterVec
@@ -27,6 +28,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "objects", Help: "Objects in the cache."}, labels),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kubegate", Subsystem: "cache",
 			Name: "events_total", Help: "Changes received from the apiserver and distributed to listeners."}, labels),
+		relists: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kubegate", Subsystem: "cache",
+			Name: "relists_total", Help: "Lists after the first: the upstream watch could not resume (410, or a restart) and the cache was replaced by a new list."}, labels),
 		lastEvent: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "kubegate", Subsystem: "cache",
 			Name: "last_event_timestamp_seconds", Help: "Unix time of the last change."}, labels),
 		synced: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "kubegate", Subsystem: "cache",
@@ -41,7 +44,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "resyncs_total", Help: "Resyncs delivered to listeners."}, labels),
 	}
 	if reg != nil {
-		reg.MustRegister(m.objects, m.events, m.lastEvent, m.synced, m.listeners, m.overflows, m.resets, m.resyncs)
+		reg.MustRegister(m.objects, m.events, m.relists, m.lastEvent, m.synced, m.listeners, m.overflows, m.resets, m.resyncs)
 	}
 	return m
 }
@@ -50,7 +53,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // the hot path does no label lookups.
 type resourceMetrics struct {
 	objects, lastEvent, listeners, synced prometheus.Gauge
-	events, overflows, resets, resyncs    prometheus.Counter
+	events, relists, overflows, resets    prometheus.Counter
+	resyncs                               prometheus.Counter
 }
 
 func (m *metrics) forResource(gvr schema.GroupVersionResource) *resourceMetrics {
@@ -61,6 +65,7 @@ func (m *metrics) forResource(gvr schema.GroupVersionResource) *resourceMetrics 
 		listeners: m.listeners.With(l),
 		synced:    m.synced.With(l),
 		events:    m.events.With(l),
+		relists:   m.relists.With(l),
 		overflows: m.overflows.With(l),
 		resets:    m.resets.With(l),
 		resyncs:   m.resyncs.With(l),

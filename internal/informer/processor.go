@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -18,23 +19,26 @@ import (
 // caller should start over with a snapshot.
 var ErrExpired = errors.New("resourceVersion is too old")
 
-// processor is the fan-out stage of one resource. It receives the shared
-// informer's notifications (through one client-go handler registration),
-// keeps its own indexer so snapshots are consistent with the changes it
-// distributes, records a bounded history for resumes, and appends each
-// change to the rings of the listeners whose filter matches.
+// processor is the cache and fan-out stage of one resource. It consumes
+// the deltas client-go's reflector queues (see upstream.go), applies each
+// to the resource's only store, records a bounded history for resumes, and
+// appends each change to the rings of the listeners whose filter matches.
 //
-// Goroutines: client-go's handler goroutine calls OnAdd/OnUpdate/OnDelete;
-// runResync ticks resync schedules; consumers call Listener.Pop and
-// AddListener. None of them blocks on another's I/O.
+// Because it sees deltas rather than handler callbacks, it knows the exact
+// resourceVersion its store reflects (lastRV): a list's resourceVersion
+// after a ReplacedAll, an event's after a watch event, a bookmark's after
+// a Bookmark. Nothing reads the reflector's LastSyncResourceVersion, which
+// runs ahead of what has been applied while deltas are queued.
+//
+// Goroutines: the upstream controller's process loop calls process, one
+// delta at a time; runResync ticks resync schedules; consumers call
+// Listener.Pop and AddListener. None of them blocks on another's I/O.
 type processor struct {
-	gvr     schema.GroupVersionResource
-	log     *zap.Logger
-	clock   clock.WithTicker
-	metrics *resourceMetrics
-	// lastSyncRV reads the informer's LastSyncResourceVersion.
-	lastSyncRV func() string
-	minResync  time.Duration
+	gvr       schema.GroupVersionResource
+	log       *zap.Logger
+	clock     clock.WithTicker
+	metrics   *resourceMetrics
+	minResync time.Duration
 
 	// mu guards store writes, listeners, history and the RV fields, so that
 	// a snapshot taken under mu.RLock and the changes distributed after it
@@ -47,19 +51,25 @@ type processor struct {
 	byNamespace map[string]map[*Listener]struct{}
 	resyncing   map[*Listener]struct{}
 	hist        *history
-	// lastRV is the highest RV distributed (or listed, before sync).
+	// lastRV is the resourceVersion of the state the store holds: every
+	// change up to it has been applied and distributed, none after it.
 	lastRV uint64
 	synced bool
 	count  int // objects in store
+
+	// progress mirrors lastRV once a delta has been fully distributed. It
+	// is stored after the listeners' offers, so a listener that reads it
+	// and then drains its ring has seen every matching change up to it
+	// (see Listener.Progress).
+	progress atomic.Uint64
 }
 
-func newProcessor(gvr schema.GroupVersionResource, opts *Options, m *resourceMetrics, lastSyncRV func() string) *processor {
+func newProcessor(gvr schema.GroupVersionResource, opts *Options, m *resourceMetrics) *processor {
 	return &processor{
 		gvr:         gvr,
 		log:         opts.Logger.With(zap.String("resource", gvr.String())),
 		clock:       opts.clock,
 		metrics:     m,
-		lastSyncRV:  lastSyncRV,
 		minResync:   opts.MinResync,
 		store:       cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
 		allNS:       map[*Listener]struct{}{},
@@ -69,106 +79,233 @@ func newProcessor(gvr schema.GroupVersionResource, opts *Options, m *resourceMet
 	}
 }
 
-// OnAdd implements cache.ResourceEventHandler.
-func (p *processor) OnAdd(obj any, isInInitialList bool) {
-	o, ok := obj.(*Object)
+// process is the upstream controller's cache.ProcessFunc. The queue is a
+// RealFIFO with atomic events, so it pops one Delta at a time, in the
+// order the reflector saw them:
+//   - ReplacedAll: a (re)list, with the list's resourceVersion;
+//   - Added, Updated, Deleted: a watch event;
+//   - Bookmark: the watch has progressed to a resourceVersion with no
+//     change of its own.
+//
+// An error is logged by nobody (the controller drops it), so process logs
+// what it cannot apply itself.
+func (p *processor) process(obj any, _ bool) error {
+	deltas, ok := obj.(cache.Deltas)
 	if !ok {
-		p.log.Error("unexpected object type", zap.String("type", fmt.Sprintf("%T", obj)))
-		return
+		err := fmt.Errorf("unexpected %T from the queue", obj)
+		p.log.Error("cannot process", zap.Error(err))
+		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.store.Add(o); err != nil {
-		p.log.Error("cache add", zap.Error(err))
+	for _, d := range deltas {
+		if err := p.applyLocked(d); err != nil {
+			p.log.Error("cannot process", zap.String("delta", string(d.Type)), zap.Error(err))
+			return err
+		}
 	}
-	p.count++
-	if isInInitialList && !p.synced {
-		p.lastRV = max(p.lastRV, o.RV)
-		p.metrics.objects.Set(float64(p.count))
-		return
-	}
-	p.changeLocked(Notification{Type: Added, Object: o, RV: o.RV}, false)
+	p.progress.Store(p.lastRV)
+	return nil
 }
 
-// OnUpdate implements cache.ResourceEventHandler.
-func (p *processor) OnUpdate(oldObj, newObj any) {
-	o, ok := newObj.(*Object)
-	if !ok {
-		p.log.Error("unexpected object type", zap.String("type", fmt.Sprintf("%T", newObj)))
-		return
+// applyLocked applies one delta. Caller must hold p.mu.
+func (p *processor) applyLocked(d cache.Delta) error {
+	switch d.Type {
+	case cache.ReplacedAll:
+		info, ok := d.Object.(cache.ReplacedAllInfo)
+		if !ok {
+			return fmt.Errorf("ReplacedAll carries %T", d.Object)
+		}
+		return p.replaceLocked(info)
+	case cache.Added, cache.Updated, cache.Replaced, cache.Sync:
+		o, ok := d.Object.(*Object)
+		if !ok {
+			return fmt.Errorf("%s carries %T", d.Type, d.Object)
+		}
+		p.upsertLocked(o)
+	case cache.Deleted:
+		o, tombstone, err := deletedObject(d.Object)
+		if err != nil {
+			return err
+		}
+		p.deleteLocked(o, tombstone)
+	case cache.Bookmark:
+		info, ok := d.Object.(cache.BookmarkInfo)
+		if !ok {
+			return fmt.Errorf("Bookmark carries %T", d.Object)
+		}
+		// Every change up to the bookmark has been applied: the store
+		// now reflects its version, though nothing changed.
+		if rv, err := strconv.ParseUint(info.ResourceVersion, 10, 64); err == nil && rv > p.lastRV {
+			p.lastRV = rv
+		}
+	case cache.SyncAll:
+		// The upstream has no resync period; listeners resync on their own.
+	default:
+		return fmt.Errorf("unknown delta type %q", d.Type)
 	}
-	old, _ := oldObj.(*Object)
-	if old != nil && old.ResourceVersion == o.ResourceVersion {
-		return // a relist re-delivered an unchanged object
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err := p.store.Update(o); err != nil {
-		p.log.Error("cache update", zap.Error(err))
-	}
-	p.changeLocked(Notification{Type: Modified, Object: o, RV: o.RV, prev: old}, false)
+	return nil
 }
 
-// OnDelete implements cache.ResourceEventHandler. A delete the informer
-// only noticed by relisting arrives as DeletedFinalStateUnknown carrying
-// the last state it knew; it is still delivered as a delete.
-func (p *processor) OnDelete(obj any) {
-	tombstone := false
+// deletedObject unwraps a Deleted delta's object, which is a
+// DeletedFinalStateUnknown when the queue only noticed the deletion by
+// relisting.
+func deletedObject(obj any) (o *Object, tombstone bool, err error) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj, tombstone = d.Obj, true
 	}
 	o, ok := obj.(*Object)
 	if !ok {
-		p.log.Error("unexpected object type", zap.String("type", fmt.Sprintf("%T", obj)))
+		return nil, false, fmt.Errorf("Deleted carries %T", obj)
+	}
+	return o, tombstone, nil
+}
+
+// upsertLocked applies a watch ADDED or MODIFIED. Caller must hold p.mu.
+func (p *processor) upsertLocked(o *Object) {
+	old, exists := p.getLocked(o.Key())
+	if exists && old.ResourceVersion == o.ResourceVersion && old.UID == o.UID {
+		return // a repeat of what the store holds: nothing changed
+	}
+	if err := p.store.Update(o); err != nil { // Update adds when absent
+		p.log.Error("cache update", zap.Error(err))
+	}
+	if !exists {
+		p.count++
+		p.changeLocked(Notification{Type: Added, Object: o, RV: o.RV})
 		return
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.changeLocked(Notification{Type: Modified, Object: o, RV: o.RV, prev: old})
+}
+
+// deleteLocked applies a watch DELETED. Caller must hold p.mu.
+func (p *processor) deleteLocked(o *Object, tombstone bool) {
+	if _, exists := p.getLocked(o.Key()); exists {
+		p.count--
+	}
 	if err := p.store.Delete(o); err != nil {
 		p.log.Error("cache delete", zap.Error(err))
 	}
-	p.count--
-	p.changeLocked(Notification{Type: Deleted, Object: o, RV: o.RV, tombstone: tombstone}, tombstone)
+	p.changeLocked(Notification{Type: Deleted, Object: o, RV: o.RV, tombstone: tombstone})
 }
 
-// markSyncedLocked ends the initial list: from here on changes are
-// recorded in the history. Caller must hold p.mu.
-func (p *processor) markSyncedLocked() {
-	if !p.synced {
-		p.synced = true
+// changeLocked records and distributes one watch event. Watch events
+// arrive in resourceVersion order, each newer than the store. Caller must
+// hold p.mu.
+func (p *processor) changeLocked(n Notification) {
+	if n.RV > p.lastRV {
+		p.lastRV = n.RV
+		p.hist.add(n)
+	} else {
+		// Not newer than what the store reflects: an apiserver that does
+		// not order its events. Resumes from before here could miss or
+		// repeat it, so the history restarts after it.
+		p.log.Warn("watch event out of resourceVersion order; resumes from before it will relist",
+			zap.Uint64("rv", n.RV), zap.Uint64("storeRV", p.lastRV))
 		p.hist.reset(p.lastRV)
 	}
+	p.distributeLocked(n)
 }
 
-// changeLocked records and distributes one change. Caller must hold p.mu.
-func (p *processor) changeLocked(n Notification, tombstone bool) {
-	p.markSyncedLocked()
+// distributeLocked offers a change to the listeners that could want it.
+// Caller must hold p.mu.
+func (p *processor) distributeLocked(n Notification) {
 	now := p.clock.Now()
 	p.metrics.events.Inc()
 	p.metrics.lastEvent.Set(float64(now.Unix()))
 	p.metrics.objects.Set(float64(p.count))
-
-	if tombstone || n.RV <= p.lastRV {
-		// A relist: changes no longer arrive in RV order and a tombstone's
-		// real deletion version is unknown. Resumes from before this point
-		// could miss changes, so the history restarts after the newest
-		// version the informer has listed.
-		last, _ := strconv.ParseUint(p.lastSyncRV(), 10, 64)
-		p.hist.reset(max(p.lastRV, last, p.hist.since))
-		p.lastRV = max(p.lastRV, last)
-		if !tombstone {
-			p.lastRV = max(p.lastRV, n.RV)
-		}
-	} else {
-		p.lastRV = n.RV
-		p.hist.add(n)
-	}
 	for l := range p.allNS {
 		l.offer(n, now)
 	}
 	for l := range p.byNamespace[n.Object.Namespace] {
 		l.offer(n, now)
 	}
+}
+
+// replaceLocked applies a (re)list: the store becomes exactly the list, at
+// the list's resourceVersion. The first list only fills the store. A
+// relist also tells live listeners what changed since the store's previous
+// state: objects gone are DELETED (with their last known state; their
+// deletion's version is unknown, so they are marked as tombstones), new
+// ones ADDED, changed ones MODIFIED, and an object deleted and re-created
+// under the same name (another UID) DELETED then ADDED.
+//
+// The changes between the previous state and the list are not known one by
+// one, so the history restarts at the list's version: a resume from before
+// it is told to start over (ErrExpired), as kube-apiserver answers 410.
+// Caller must hold p.mu.
+func (p *processor) replaceLocked(info cache.ReplacedAllInfo) error {
+	listRV, err := strconv.ParseUint(info.ResourceVersion, 10, 64)
+	if err != nil {
+		return fmt.Errorf("list resourceVersion %q: %w", info.ResourceVersion, err)
+	}
+	objs := make([]*Object, len(info.Objects))
+	for i, obj := range info.Objects {
+		o, ok := obj.(*Object)
+		if !ok {
+			return fmt.Errorf("list item %d is %T", i, obj)
+		}
+		objs[i] = o
+	}
+	var changes []Notification
+	if p.synced {
+		changes = p.diffLocked(objs)
+	}
+	if err := p.store.Replace(info.Objects, info.ResourceVersion); err != nil {
+		return fmt.Errorf("replace cache: %w", err)
+	}
+	p.count = len(objs)
+	p.lastRV = listRV
+	p.hist.reset(listRV)
+	if !p.synced {
+		p.synced = true
+		p.metrics.objects.Set(float64(p.count))
+		p.metrics.synced.Set(1)
+		p.log.Info("cache synced", zap.Int("objects", p.count), zap.Uint64("resourceVersion", listRV))
+		return nil
+	}
+	p.metrics.relists.Inc()
+	p.log.Info("relisted", zap.Int("objects", p.count), zap.Int("changes", len(changes)), zap.Uint64("resourceVersion", listRV))
+	for _, n := range changes {
+		p.distributeLocked(n)
+	}
+	p.metrics.objects.Set(float64(p.count))
+	return nil
+}
+
+// diffLocked lists the changes that take the store to objs: deletions
+// first, as client-go's informers deliver them, then additions and
+// modifications in list order. Caller must hold p.mu.
+func (p *processor) diffLocked(objs []*Object) []Notification {
+	listed := make(map[string]*Object, len(objs))
+	for _, o := range objs {
+		listed[o.Key()] = o
+	}
+	var changes []Notification
+	for _, key := range p.store.ListKeys() {
+		old, _ := p.getLocked(key)
+		if o, ok := listed[key]; !ok || o.UID != old.UID {
+			changes = append(changes, Notification{Type: Deleted, Object: old, RV: old.RV, tombstone: true})
+		}
+	}
+	for _, o := range objs {
+		old, exists := p.getLocked(o.Key())
+		switch {
+		case !exists || old.UID != o.UID:
+			changes = append(changes, Notification{Type: Added, Object: o, RV: o.RV})
+		case old.ResourceVersion != o.ResourceVersion:
+			changes = append(changes, Notification{Type: Modified, Object: o, RV: o.RV, prev: old})
+		}
+	}
+	return changes
+}
+
+func (p *processor) getLocked(key string) (*Object, bool) {
+	obj, ok, _ := p.store.GetByKey(key)
+	if !ok {
+		return nil, false
+	}
+	return obj.(*Object), true
 }
 
 // eachMatchingLocked calls fn for every cached object matching f, using

@@ -28,9 +28,34 @@ func testProc(t *testing.T, mod func(*Options)) (*processor, *clocktesting.FakeC
 	if mod != nil {
 		mod(&opts)
 	}
-	lastSync := "0"
-	p := newProcessor(podsGVR, &opts, newMetrics(nil).forResource(podsGVR), func() string { return lastSync })
+	p := newProcessor(podsGVR, &opts, newMetrics(nil).forResource(podsGVR))
 	return p, clk
+}
+
+// feed hands the processor one delta, as the upstream's queue pops it.
+func feed(t testing.TB, p *processor, typ cache.DeltaType, obj any) {
+	t.Helper()
+	if err := p.process(cache.Deltas{{Type: typ, Object: obj}}, false); err != nil {
+		t.Fatalf("process %s: %v", typ, err)
+	}
+}
+
+// add, update and del feed watch events; relist feeds a (re)list at rv;
+// bookmark a watch bookmark.
+func add(t testing.TB, p *processor, o *Object)    { t.Helper(); feed(t, p, cache.Added, o) }
+func update(t testing.TB, p *processor, o *Object) { t.Helper(); feed(t, p, cache.Updated, o) }
+func del(t testing.TB, p *processor, o any)        { t.Helper(); feed(t, p, cache.Deleted, o) }
+func bookmark(t testing.TB, p *processor, rv uint64) {
+	t.Helper()
+	feed(t, p, cache.Bookmark, cache.BookmarkInfo{ResourceVersion: strconv.FormatUint(rv, 10)})
+}
+func relist(t testing.TB, p *processor, rv uint64, objs ...*Object) {
+	t.Helper()
+	items := make([]any, len(objs))
+	for i, o := range objs {
+		items[i] = o
+	}
+	feed(t, p, cache.ReplacedAll, cache.ReplacedAllInfo{ResourceVersion: strconv.FormatUint(rv, 10), Objects: items})
 }
 
 func obj(ns, name string, rv uint64, lbls ...string) *Object {
@@ -73,14 +98,15 @@ func mustListener(t *testing.T, p *processor, opts ListenerOptions) (*Listener, 
 	return l, wake
 }
 
+// syncedProc is a processor whose initial list held objs, at the
+// newest of their versions.
 func syncedProc(t *testing.T, objs ...*Object) (*processor, *clocktesting.FakeClock) {
 	p, clk := testProc(t, nil)
+	var rv uint64
 	for _, o := range objs {
-		p.OnAdd(o, true)
+		rv = max(rv, o.RV)
 	}
-	p.mu.Lock()
-	p.markSyncedLocked()
-	p.mu.Unlock()
+	relist(t, p, rv, objs...)
 	return p, clk
 }
 
@@ -92,9 +118,9 @@ func TestSnapshotThenLiveInOrder(t *testing.T) {
 	default:
 		t.Fatal("new listener with a snapshot due was not woken")
 	}
-	p.OnUpdate(obj("a", "p1", 10), obj("a", "p1", 13))
-	p.OnAdd(obj("a", "p3", 14), false)
-	p.OnDelete(obj("b", "p2", 15))
+	update(t, p, obj("a", "p1", 13))
+	add(t, p, obj("a", "p3", 14))
+	del(t, p, obj("b", "p2", 15))
 
 	got := seen(l.Pop(nil))
 	// The snapshot is cut when popped, so it already reflects the changes,
@@ -108,8 +134,8 @@ func TestSnapshotThenLiveInOrder(t *testing.T) {
 		t.Fatalf("snapshot mismatch (-want +got):\n%s\nall: %v", diff, got)
 	}
 
-	p.OnUpdate(obj("a", "p3", 14), obj("a", "p3", 16))
-	p.OnDelete(cache.DeletedFinalStateUnknown{Key: "a/p1", Obj: obj("a", "p1", 13)})
+	update(t, p, obj("a", "p3", 16))
+	del(t, p, cache.DeletedFinalStateUnknown{Key: "a/p1", Obj: obj("a", "p1", 13)})
 	if diff := cmp.Diff([]string{"MODIFIED a/p3@16", "DELETED a/p1@13"}, seen(l.Pop(nil))); diff != "" {
 		t.Fatalf("live events (-want +got):\n%s", diff)
 	}
@@ -129,7 +155,7 @@ func TestOnWakeIsCalledInsteadOfWake(t *testing.T) {
 	if got := seen(l.Pop(nil)); len(got) != 2 || got[1] != "END@10" {
 		t.Fatalf("popped %v, want a snapshot of one object", got)
 	}
-	p.OnAdd(obj("a", "p2", 11), false)
+	add(t, p, obj("a", "p2", 11))
 	if wakes != 2 {
 		t.Fatalf("OnWake called %d times after a change, want 2", wakes)
 	}
@@ -141,7 +167,7 @@ func TestOnWakeIsCalledInsteadOfWake(t *testing.T) {
 func TestUnchangedUpdateIsNotDistributed(t *testing.T) {
 	p, _ := syncedProc(t, obj("a", "p1", 10))
 	l, _ := mustListener(t, p, ListenerOptions{})
-	p.OnUpdate(obj("a", "p1", 10), obj("a", "p1", 10))
+	update(t, p, obj("a", "p1", 10))
 	if got := l.Pop(nil); len(got) != 0 {
 		t.Fatalf("relist of an unchanged object produced %v", seen(got))
 	}
@@ -149,7 +175,6 @@ func TestUnchangedUpdateIsNotDistributed(t *testing.T) {
 
 func TestFilters(t *testing.T) {
 	p, _ := syncedProc(t)
-	p.OnAdd(&Object{}, true) // ignored shape check: empty object in initial list
 	info := &ResourceInfo{GVR: podsGVR, selectableFields: []string{"metadata.name", "metadata.namespace", "spec.nodeName"}}
 	tests := []struct {
 		name           string
@@ -173,11 +198,11 @@ func TestFilters(t *testing.T) {
 		l, _ := mustListener(t, p, ListenerOptions{Filter: f})
 		ls = append(ls, l)
 	}
-	p.OnAdd(obj("a", "x", 20, "app", "web", "tier", "fe"), false)
-	p.OnAdd(obj("b", "y", 21, "app", "web", "tier", "db"), false)
+	add(t, p, obj("a", "x", 20, "app", "web", "tier", "fe"))
+	add(t, p, obj("b", "y", 21, "app", "web", "tier", "db"))
 	z := obj("a", "z", 22, "app", "api")
 	z.extra = []string{"spec.nodeName", "n1"}
-	p.OnAdd(z, false)
+	add(t, p, z)
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, seen(ls[i].Pop(nil))); diff != "" {
@@ -209,7 +234,7 @@ func TestOverflowResetKeepsBoundAndOthersUnaffected(t *testing.T) {
 	healthy, _ := mustListener(t, p, ListenerOptions{MaxEvents: 8})
 	var healthyGot []string
 	for i := 0; i < 100; i++ {
-		p.OnAdd(obj("a", fmt.Sprintf("o%d", i), uint64(10+i)), false)
+		add(t, p, obj("a", fmt.Sprintf("o%d", i), uint64(10+i)))
 		if s := stuck.Stats(); s.Buffered > 8 || s.Capacity > 16 {
 			t.Fatalf("stuck listener exceeded its bound: %+v", s)
 		}
@@ -228,7 +253,7 @@ func TestOverflowResetKeepsBoundAndOthersUnaffected(t *testing.T) {
 	if got[0] != "RESET" || got[len(got)-1] != "END@109" || len(got) != 1+101+1 {
 		t.Fatalf("after overflow got %d notifications: first %q last %q", len(got), got[0], got[len(got)-1])
 	}
-	p.OnAdd(obj("a", "after", 200), false)
+	add(t, p, obj("a", "after", 200))
 	if diff := cmp.Diff([]string{"ADDED a/after@200"}, seen(stuck.Pop(nil))); diff != "" {
 		t.Fatalf("buffering did not resume after the reset: %s", diff)
 	}
@@ -238,7 +263,7 @@ func TestOverflowByBytes(t *testing.T) {
 	p, _ := syncedProc(t)
 	l, _ := mustListener(t, p, ListenerOptions{MaxBytes: 100})
 	for i := 0; i < 5; i++ {
-		p.OnAdd(obj("a", fmt.Sprintf("o%d", i), uint64(10+i)), false) // ~35 bytes each
+		add(t, p, obj("a", fmt.Sprintf("o%d", i), uint64(10+i))) // ~35 bytes each
 	}
 	if s := l.Stats(); s.Bytes > 100 || s.Resets == 0 {
 		t.Fatalf("byte bound not enforced: %+v", s)
@@ -251,15 +276,15 @@ func TestOverflowCollapse(t *testing.T) {
 	rv := uint64(10)
 	next := func() uint64 { rv++; return rv }
 	for i := 0; i < 5; i++ {
-		p.OnUpdate(obj("a", "old", 0), obj("a", "old", next()))
+		update(t, p, obj("a", "old", next()))
 	}
-	p.OnAdd(obj("a", "brief", next()), false)
-	p.OnDelete(obj("a", "brief", next()))
-	p.OnAdd(obj("a", "new", next()), false)
-	p.OnUpdate(obj("a", "new", 0), obj("a", "new", next()))
-	p.OnDelete(obj("a", "gone", next()))
-	p.OnDelete(obj("a", "recreated", next()))
-	p.OnAdd(obj("a", "recreated", next()), false) // 12th change overflows
+	add(t, p, obj("a", "brief", next()))
+	del(t, p, obj("a", "brief", next()))
+	add(t, p, obj("a", "new", next()))
+	update(t, p, obj("a", "new", next()))
+	del(t, p, obj("a", "gone", next()))
+	del(t, p, obj("a", "recreated", next()))
+	add(t, p, obj("a", "recreated", next())) // 12th change overflows
 	got := seen(l.Pop(nil))
 	want := []string{
 		"MODIFIED a/old@15",
@@ -280,7 +305,7 @@ func TestCollapseFallsBackToReset(t *testing.T) {
 	p, _ := syncedProc(t)
 	l, _ := mustListener(t, p, ListenerOptions{MaxEvents: 4, Overflow: OverflowCollapse})
 	for i := 0; i < 5; i++ { // five distinct objects cannot collapse below 3/4 of 4
-		p.OnAdd(obj("a", fmt.Sprintf("o%d", i), uint64(10+i)), false)
+		add(t, p, obj("a", fmt.Sprintf("o%d", i), uint64(10+i)))
 	}
 	got := seen(l.Pop(nil))
 	if got[0] != "RESET" {
@@ -291,7 +316,7 @@ func TestCollapseFallsBackToReset(t *testing.T) {
 func TestResume(t *testing.T) {
 	p, _ := syncedProc(t, obj("a", "p1", 10))
 	for rv := uint64(11); rv <= 15; rv++ {
-		p.OnUpdate(obj("a", "p1", rv-1), obj("a", "p1", rv))
+		update(t, p, obj("a", "p1", rv))
 	}
 	l, _ := mustListener(t, p, ListenerOptions{ResourceVersion: "13", SendInitialEvents: true})
 	if diff := cmp.Diff([]string{"MODIFIED a/p1@14", "MODIFIED a/p1@15"}, seen(l.Pop(nil))); diff != "" {
@@ -299,8 +324,8 @@ func TestResume(t *testing.T) {
 	}
 	// A version from a replica that is ahead: changes up to it are skipped.
 	ahead, _ := mustListener(t, p, ListenerOptions{ResourceVersion: "17"})
-	p.OnUpdate(obj("a", "p1", 15), obj("a", "p1", 16))
-	p.OnUpdate(obj("a", "p1", 16), obj("a", "p1", 18))
+	update(t, p, obj("a", "p1", 16))
+	update(t, p, obj("a", "p1", 18))
 	if diff := cmp.Diff([]string{"MODIFIED a/p1@18"}, seen(ahead.Pop(nil))); diff != "" {
 		t.Fatalf("resume ahead (-want +got):\n%s", diff)
 	}
@@ -315,9 +340,9 @@ func TestResume(t *testing.T) {
 
 func TestHistoryEviction(t *testing.T) {
 	p, _ := testProc(t, func(o *Options) { o.HistoryEvents = 3 })
-	p.OnAdd(obj("a", "p", 10), true)
+	relist(t, p, 10, obj("a", "p", 10))
 	for rv := uint64(11); rv <= 20; rv++ {
-		p.OnUpdate(obj("a", "p", rv-1), obj("a", "p", rv))
+		update(t, p, obj("a", "p", rv))
 	}
 	if _, err := p.addListener(ListenerOptions{ResourceVersion: "16", Wake: make(chan struct{}, 1)}); !errors.Is(err, ErrExpired) {
 		t.Fatalf("resume at 16 with history 18..20: err = %v, want ErrExpired", err)
@@ -329,22 +354,32 @@ func TestHistoryEviction(t *testing.T) {
 }
 
 func TestRelistRestartsHistory(t *testing.T) {
-	p, _ := syncedProc(t, obj("a", "p1", 10), obj("a", "p2", 11))
-	p.OnUpdate(obj("a", "p1", 10), obj("a", "p1", 20))
+	p, _ := syncedProc(t, obj("a", "p1", 10), obj("a", "p2", 11), obj("a", "p3", 12), obj("a", "same", 5))
+	update(t, p, obj("a", "p1", 20))
 	live, _ := mustListener(t, p, ListenerOptions{})
-	// A relist after an outage: p2 changed at 25 and p1 was deleted; the
-	// informer only learns the deletion as a tombstone.
-	p.lastSyncRV = func() string { return "30" }
-	p.OnDelete(cache.DeletedFinalStateUnknown{Key: "a/p1", Obj: obj("a", "p1", 20)})
-	p.OnUpdate(obj("a", "p2", 11), obj("a", "p2", 25))
-	if diff := cmp.Diff([]string{"DELETED a/p1@20", "MODIFIED a/p2@25"}, seen(live.Pop(nil))); diff != "" {
+	// A relist at 30 after an outage: p1 was deleted, p2 changed at 25,
+	// p3 was deleted and re-created (another UID), p4 is new and "same"
+	// did not change.
+	p3 := obj("a", "p3", 26)
+	p3.UID = "second"
+	relist(t, p, 30, obj("a", "p2", 25), p3, obj("a", "p4", 27), obj("a", "same", 5))
+	want := []string{"DELETED a/p1@20", "DELETED a/p3@12", "MODIFIED a/p2@25", "ADDED a/p3@26", "ADDED a/p4@27"}
+	got := seen(live.Pop(nil))
+	// Deletions come first, in no particular order among themselves.
+	slices.Sort(got[:2])
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("live listener during relist (-want +got):\n%s", diff)
 	}
-	// A consumer that had seen 20 must not resume past the tombstone.
+	objs, rv := p.list(&Filter{})
+	if rv != 30 || len(objs) != 4 {
+		t.Fatalf("list after relist: %d objects at %d, want 4 at the list's version 30", len(objs), rv)
+	}
+	// A consumer that had seen 20 cannot resume: what changed between 20
+	// and 30 is not known change by change.
 	if _, err := p.addListener(ListenerOptions{ResourceVersion: "20", Wake: make(chan struct{}, 1)}); !errors.Is(err, ErrExpired) {
 		t.Fatalf("resume across a relist: err = %v, want ErrExpired", err)
 	}
-	p.OnUpdate(obj("a", "p2", 25), obj("a", "p2", 31))
+	update(t, p, obj("a", "p2", 31))
 	l, _ := mustListener(t, p, ListenerOptions{ResourceVersion: "30"})
 	if diff := cmp.Diff([]string{"MODIFIED a/p2@31"}, seen(l.Pop(nil))); diff != "" {
 		t.Fatalf("resume after relist (-want +got):\n%s", diff)
@@ -380,7 +415,7 @@ func TestResyncPerListener(t *testing.T) {
 	}
 	// Pending changes are delivered before the resync's Sync notifications.
 	clk.Step(2 * time.Second)
-	p.OnUpdate(obj("a", "p1", 10), obj("a", "p1", 12))
+	update(t, p, obj("a", "p1", 12))
 	p.resyncTick(clk.Now())
 	if diff := cmp.Diff([]string{"MODIFIED a/p1@12", "SYNC a/p1@12"}, seen(fast.Pop(nil))); diff != "" {
 		t.Fatalf("(-want +got):\n%s", diff)
@@ -392,7 +427,7 @@ func TestStoppedListenerGetsNothing(t *testing.T) {
 	l, _ := mustListener(t, p, ListenerOptions{Filter: Filter{Namespace: "a"}})
 	l.Stop()
 	l.Stop()
-	p.OnAdd(obj("a", "x", 5), false)
+	add(t, p, obj("a", "x", 5))
 	if got := l.Pop(nil); len(got) != 0 {
 		t.Fatalf("stopped listener got %v", seen(got))
 	}
@@ -419,9 +454,9 @@ func TestNamespaceSetFilter(t *testing.T) {
 	if diff := cmp.Diff([]string{"ADDED a/p1@10", "ADDED c/p3@12", "END@13"}, got); diff != "" {
 		t.Fatalf("snapshot (-want +got):\n%s", diff)
 	}
-	p.OnAdd(obj("b", "p4", 14), false)
-	p.OnAdd(obj("c", "p5", 15), false)
-	p.OnDelete(obj("a", "p1", 16))
+	add(t, p, obj("b", "p4", 14))
+	add(t, p, obj("c", "p5", 15))
+	del(t, p, obj("a", "p1", 16))
 	if diff := cmp.Diff([]string{"ADDED c/p5@15", "DELETED a/p1@16"}, seen(l.Pop(nil))); diff != "" {
 		t.Fatalf("live (-want +got):\n%s", diff)
 	}
@@ -461,10 +496,10 @@ func TestSelectorTransitions(t *testing.T) {
 	live, _ := mustListener(t, p, ListenerOptions{Filter: f})
 	all, _ := mustListener(t, p, ListenerOptions{})
 
-	p.OnUpdate(obj("a", "x", 10, "app", "web"), obj("a", "x", 12, "app", "db"))  // leaves
-	p.OnUpdate(obj("a", "y", 11, "app", "db"), obj("a", "y", 13, "app", "web"))  // enters
-	p.OnUpdate(obj("a", "y", 13, "app", "web"), obj("a", "y", 14, "app", "web")) // stays
-	p.OnUpdate(obj("a", "x", 12, "app", "db"), obj("a", "x", 15, "app", "dbx"))  // stays out
+	update(t, p, obj("a", "x", 12, "app", "db"))  // leaves
+	update(t, p, obj("a", "y", 13, "app", "web")) // enters
+	update(t, p, obj("a", "y", 14, "app", "web")) // stays
+	update(t, p, obj("a", "x", 15, "app", "dbx")) // stays out
 
 	want := []string{"DELETED a/x@12", "ADDED a/y@13", "MODIFIED a/y@14"}
 	if diff := cmp.Diff(want, seen(live.Pop(nil))); diff != "" {
@@ -486,18 +521,17 @@ func TestSelectorTransitions(t *testing.T) {
 // delivered, or the consumer keeps the deleted object for ever.
 func TestTombstoneReachesResumedListener(t *testing.T) {
 	p, _ := syncedProc(t, obj("a", "p1", 10), obj("a", "p2", 11))
-	p.OnUpdate(obj("a", "p2", 11), obj("a", "p2", 20))
+	update(t, p, obj("a", "p2", 20))
 	resumed, _ := mustListener(t, p, ListenerOptions{ResourceVersion: "20"})
 	ahead, _ := mustListener(t, p, ListenerOptions{ResourceVersion: "25"})
-	p.lastSyncRV = func() string { return "30" }
-	p.OnDelete(cache.DeletedFinalStateUnknown{Key: "a/p1", Obj: obj("a", "p1", 10)})
+	relist(t, p, 22, obj("a", "p2", 20))
 	for _, l := range []*Listener{resumed, ahead} {
 		if diff := cmp.Diff([]string{"DELETED a/p1@10"}, seen(l.Pop(nil))); diff != "" {
 			t.Errorf("tombstone after a resume (-want +got):\n%s", diff)
 		}
 	}
 	// A live delete at or below the resume point is still skipped.
-	p.OnDelete(obj("a", "p2", 24))
+	del(t, p, obj("a", "p2", 24))
 	if got := seen(ahead.Pop(nil)); len(got) != 0 {
 		t.Errorf("listener resumed at 25 got %v for a change at 24", got)
 	}
