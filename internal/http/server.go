@@ -76,6 +76,10 @@ type Options struct {
 	// Clock drives page expiry and the ages in Tables. Default: the real
 	// clock.
 	Clock clock.Clock
+
+	// bookmarkClock ticks REST watch bookmarks (test hook). Default: the
+	// real clock.
+	bookmarkClock clock.WithTicker
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -108,6 +112,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxPageSnapshots <= 0 {
 		o.MaxPageSnapshots = 1000
+	}
+	if o.bookmarkClock == nil {
+		o.bookmarkClock = clock.RealClock{}
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}

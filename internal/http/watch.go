@@ -278,6 +278,12 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 	gauge := s.metrics.watches.WithLabelValues(info.GVR.GroupResource().String())
 	gauge.Inc()
 	defer gauge.Dec()
+	var bookmarks <-chan time.Time
+	if p.bookmarks {
+		t := s.opts.bookmarkClock.NewTicker(bookmarkInterval)
+		defer t.Stop()
+		bookmarks = t.C()
+	}
 	_ = ws.rc.Flush() // send headers now: clients wait for them
 
 	ctx := r.Context()
@@ -290,18 +296,47 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 	recheck := time.NewTicker(s.opts.RecheckInterval)
 	defer recheck.Stop()
 	rc := auth.NewRecheck(s.opts.RecheckGrace, clock.RealClock{})
-	var bookmarks <-chan time.Time
-	if p.bookmarks {
-		t := time.NewTicker(bookmarkInterval)
-		defer t.Stop()
-		bookmarks = t.C
-	}
 	var lastRV uint64
 	if rv, err := strconv.ParseUint(p.rv, 10, 64); err == nil {
 		lastRV = rv
 	}
 	inSnapshot := p.initialEvents
 	var batch []informer.Notification
+	// deliver writes what the listener has pending; false when the stream
+	// must end (the listener was reset).
+	deliver := func() bool {
+		batch = l.Pop(batch[:0])
+		for _, n := range batch {
+			id := n.RV
+			if inSnapshot {
+				id = 0
+			}
+			switch n.Type {
+			case informer.Added:
+				ws.object("ADDED", n.Object, id)
+			case informer.Modified:
+				ws.object("MODIFIED", n.Object, id)
+			case informer.Deleted:
+				ws.object("DELETED", n.Object, id)
+			case informer.EndOfSnapshot:
+				inSnapshot = false
+				if p.endBookmark {
+					ws.bookmark(n.RV, true)
+				} else {
+					ws.mark(n.RV)
+				}
+			case informer.Reset:
+				ws.status(apistatus.New(http.StatusGone, metav1.StatusReasonExpired,
+					"the watch fell too far behind and its events were dropped; list again and watch from the list's resourceVersion"))
+				_ = ws.flush()
+				return false
+			}
+			if n.RV > lastRV {
+				lastRV = n.RV
+			}
+		}
+		return true
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -309,8 +344,16 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 		case <-timeout:
 			return
 		case <-bookmarks:
-			if lastRV > 0 {
-				ws.bookmark(lastRV, false)
+			// The resource's progress, not the last event sent: a quiet
+			// filtered watch would otherwise keep an old version and
+			// resume into a 410. Pop first, so the bookmark follows every
+			// change up to it.
+			if !deliver() {
+				return
+			}
+			if rv := max(lastRV, l.Progress()); rv > 0 && !inSnapshot {
+				lastRV = rv
+				ws.bookmark(rv, false)
 			}
 		case <-recheck.C:
 			nd, err := s.authorizeAgain(ctx, areq)
@@ -336,35 +379,8 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 				return
 			}
 		case <-wake:
-			batch = l.Pop(batch[:0])
-			for _, n := range batch {
-				id := n.RV
-				if inSnapshot {
-					id = 0
-				}
-				switch n.Type {
-				case informer.Added:
-					ws.object("ADDED", n.Object, id)
-				case informer.Modified:
-					ws.object("MODIFIED", n.Object, id)
-				case informer.Deleted:
-					ws.object("DELETED", n.Object, id)
-				case informer.EndOfSnapshot:
-					inSnapshot = false
-					if p.endBookmark {
-						ws.bookmark(n.RV, true)
-					} else {
-						ws.mark(n.RV)
-					}
-				case informer.Reset:
-					ws.status(apistatus.New(http.StatusGone, metav1.StatusReasonExpired,
-						"the watch fell too far behind and its events were dropped; list again and watch from the list's resourceVersion"))
-					_ = ws.flush()
-					return
-				}
-				if n.RV > lastRV {
-					lastRV = n.RV
-				}
+			if !deliver() {
+				return
 			}
 		}
 		if err := ws.flush(); err != nil {
