@@ -114,7 +114,15 @@ func apiserverAddr(t *testing.T) string {
 // configured resources, which gate readiness.
 func startManager(t *testing.T, cfg *rest.Config, resources ...string) *informer.Manager {
 	t.Helper()
-	m, err := informer.New(informer.Options{Config: cfg, Logger: zaptest.NewLogger(t), StaleAfter: staleAfter, Resources: resources})
+	return startManagerWith(t, informer.Options{Config: cfg, Logger: zaptest.NewLogger(t), Resources: resources})
+}
+
+// startManagerWith runs a manager with opts (StaleAfter set for these
+// tests) until the test ends.
+func startManagerWith(t *testing.T, opts informer.Options) *informer.Manager {
+	t.Helper()
+	opts.StaleAfter = staleAfter
+	m, err := informer.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,8 @@ type httpFault struct {
 type hit struct {
 	at      time.Time
 	kind    string
-	faulted bool // answered with the fault instead of forwarded
+	rv      string // the resourceVersion asked for
+	faulted bool   // answered with the fault instead of forwarded
 }
 
 // faultProxy is an HTTPS reverse proxy to the control plane's apiserver.
@@ -53,9 +54,11 @@ type faultProxy struct {
 	srv  *httptest.Server
 	path string
 
-	// mu guards fault, hits and streams.
-	mu      sync.Mutex
-	fault   *httpFault
+	// mu guards fault, expire, hits and streams.
+	mu    sync.Mutex
+	fault *httpFault
+	// expire is how many more watch resumes to answer with 410 Expired.
+	expire  int
 	hits    []hit
 	streams map[*http.Request]context.CancelFunc
 }
@@ -86,7 +89,16 @@ func newFaultProxy(t *testing.T, path string) *faultProxy {
 		kind := requestKind(r)
 		p.mu.Lock()
 		f := p.fault
-		p.hits = append(p.hits, hit{at: time.Now(), kind: kind, faulted: f != nil})
+		expire := kind == kindWatch && f == nil && p.expire > 0
+		if expire {
+			p.expire--
+		}
+		p.hits = append(p.hits, hit{at: time.Now(), kind: kind, rv: r.URL.Query().Get("resourceVersion"), faulted: f != nil || expire})
+		if expire {
+			p.mu.Unlock()
+			writeExpired(w, r.URL.Query().Get("resourceVersion"))
+			return
+		}
 		var cancel context.CancelFunc
 		if f == nil && kind != kindList {
 			var ctx context.Context
@@ -152,6 +164,17 @@ func writeFault(w http.ResponseWriter, f httpFault, path string) {
 	_, _ = w.Write(body)
 }
 
+// writeExpired answers a watch as kube-apiserver does when its
+// resourceVersion has been compacted away: 200, then one ERROR event.
+func writeExpired(w http.ResponseWriter, rv string) {
+	st := apierrors.NewResourceExpired("too old resource version: " + rv + " (injected)").ErrStatus
+	st.Kind, st.APIVersion = "Status", "v1"
+	ev, _ := json.Marshal(map[string]any{"type": "ERROR", "object": st})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(ev, '\n'))
+}
+
 type injectedError struct{ path string }
 
 func (e *injectedError) Error() string { return "injected fault for " + e.path }
@@ -173,6 +196,17 @@ func (p *faultProxy) setFault(f *httpFault) {
 		for _, cancel := range p.streams {
 			cancel()
 		}
+	}
+}
+
+// expireWatch cuts the watch streams being forwarded and answers the next
+// watch resume with 410 Expired, so the reflector has to relist.
+func (p *faultProxy) expireWatch() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.expire++
+	for _, cancel := range p.streams {
+		cancel()
 	}
 }
 

@@ -1,0 +1,264 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"kubegate/internal/informer"
+)
+
+// strict is a consumer that fails the test on any notification a correct
+// stream could not hold: ADDED for an object it holds, MODIFIED or DELETED
+// for one it does not, or a MODIFIED not newer than what it holds (a
+// repeat or a reordering). It records every version it was told of.
+type strict struct {
+	name  string
+	l     *informer.Listener
+	wake  chan struct{}
+	buf   []informer.Notification
+	state map[string]uint64
+	seen  map[string]map[uint64]bool // name → versions told
+}
+
+func newStrict(t *testing.T, name string, r *informer.Resource, opts informer.ListenerOptions, start map[string]uint64) *strict {
+	t.Helper()
+	s := &strict{name: name, wake: make(chan struct{}, 1), state: maps.Clone(start), seen: map[string]map[uint64]bool{}}
+	if s.state == nil {
+		s.state = map[string]uint64{}
+	}
+	opts.Wake = s.wake
+	l, err := r.AddListener(opts)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	s.l = l
+	t.Cleanup(l.Stop)
+	return s
+}
+
+func (s *strict) apply(t *testing.T) {
+	t.Helper()
+	s.buf = s.l.Pop(s.buf[:0])
+	for _, n := range s.buf {
+		if n.Object == nil {
+			if n.Type == informer.Reset {
+				t.Fatalf("%s: RESET; the test needs a listener that keeps up", s.name)
+			}
+			continue
+		}
+		k := n.Object.Name
+		held, ok := s.state[k]
+		switch {
+		case n.Type == informer.Added && ok:
+			t.Fatalf("%s: ADDED %s@%d while holding it at %d", s.name, k, n.RV, held)
+		case (n.Type == informer.Modified || n.Type == informer.Deleted) && !ok:
+			t.Fatalf("%s: %s %s@%d for an object it does not hold", s.name, n.Type, k, n.RV)
+		case n.Type == informer.Modified && n.RV <= held:
+			t.Fatalf("%s: MODIFIED %s@%d not newer than %d (repeat or reorder)", s.name, k, n.RV, held)
+		}
+		if s.seen[k] == nil {
+			s.seen[k] = map[uint64]bool{}
+		}
+		s.seen[k][n.RV] = true
+		if n.Type == informer.Deleted {
+			delete(s.state, k)
+		} else {
+			s.state[k] = n.RV
+		}
+	}
+}
+
+func (s *strict) converge(t *testing.T, want map[string]uint64) {
+	t.Helper()
+	deadline := time.NewTimer(60 * time.Second)
+	defer deadline.Stop()
+	for !maps.Equal(s.state, want) {
+		select {
+		case <-s.wake:
+			s.apply(t)
+		case <-deadline.C:
+			t.Fatalf("%s: state %v, want %v", s.name, s.state, want)
+		}
+	}
+}
+
+// write is one change the test made. A delete's version is not returned
+// to the client, so it is 0.
+type write struct {
+	name    string
+	rv      uint64
+	deleted bool
+}
+
+// writeBurst makes changes to the config maps c0..c19 of ns as fast as
+// the apiserver takes them: mostly updates, and every 25th change deletes
+// an object and creates it again; *written holds those made so far. mid
+// is called after n/2 changes, each after every change; after n, it goes
+// on while more() holds, up to 20n changes.
+func writeBurst(t *testing.T, cs kubernetes.Interface, ns string, n int, written *[]write, mid, each func(), more func() bool) []write {
+	t.Helper()
+	ctx := context.Background()
+	cms := cs.CoreV1().ConfigMaps(ns)
+	var out []write
+	for i := 0; i < n || more() && i < 20*n; i++ {
+		name := fmt.Sprintf("c%d", i%20)
+		var cm *corev1.ConfigMap
+		var err error
+		if i%25 == 24 {
+			if err = cms.Delete(ctx, name, metav1.DeleteOptions{}); err == nil {
+				out = append(out, write{name: name, deleted: true})
+				cm, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+			}
+		} else {
+			cm, err = cms.Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"i": strconv.Itoa(i)}}, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			t.Fatalf("change %d: %v", i, err)
+		}
+		rv, _ := strconv.ParseUint(cm.ResourceVersion, 10, 64)
+		out = append(out, write{name: name, rv: rv})
+		*written = out
+		each()
+		if i == n/2 {
+			mid()
+		}
+	}
+	return out
+}
+
+// TestRelistUnderLoad makes the gateway's upstream relist in the middle of
+// a burst of writes: the proxy cuts the config maps watch and answers its
+// resume with 410 Expired, as kube-apiserver does once the version is
+// compacted. Consumers watch throughout: one from a snapshot taken before
+// the burst, and one that LISTed in the middle of it and resumed from the
+// LIST's resourceVersion. Each must see every change exactly once and in
+// order, except that the changes the upstream missed during the relist
+// are told as their net effect, and end at the apiserver's state. A
+// consumer that resumes from the relist's version misses nothing after it.
+func TestRelistUnderLoad(t *testing.T) {
+	cs := client(t)
+	ns := namespace(t, cs)
+	names := make([]string, 20)
+	for i := range names {
+		names[i] = fmt.Sprintf("c%d", i)
+	}
+	create(t, cs, ns, names...)
+	p := newFaultProxy(t, "/api/v1/configmaps")
+	// The upstream logs each relist with the list's resourceVersion.
+	core, logs := observer.New(zapcore.InfoLevel)
+	m := startManagerWith(t, informer.Options{Config: p.config(),
+		Logger: zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core))})
+	r := configMaps(t, m)
+
+	live := newStrict(t, "live from a snapshot", r, informer.ListenerOptions{Filter: informer.Filter{Namespace: ns}, SendInitialEvents: true}, nil)
+	live.apply(t) // the snapshot
+	var resumed *strict
+	// Go on writing until the relist is done and 100 more changes are in.
+	writtenAtRelist := 0
+	var writes []write
+	writes = writeBurst(t, cs, ns, 200, &writes, func() {
+		// A client LISTs, then watches from the LIST's version, just
+		// as the upstream is made to relist with changes still coming.
+		objs, rv := r.List(&informer.Filter{Namespace: ns})
+		start := map[string]uint64{}
+		for _, o := range objs {
+			start[o.Name] = o.RV
+		}
+		resumed = newStrict(t, "resumed from a LIST", r, informer.ListenerOptions{
+			Filter: informer.Filter{Namespace: ns}, ResourceVersion: strconv.FormatUint(rv, 10)}, start)
+		p.expireWatch()
+	}, func() {
+		// Consumers read as they go, as clients do.
+		for _, s := range []*strict{live, resumed} {
+			if s == nil {
+				continue
+			}
+			select {
+			case <-s.wake:
+				s.apply(t)
+			default:
+			}
+		}
+	}, func() bool {
+		if writtenAtRelist == 0 && logs.FilterMessage("relisted").Len() > 0 {
+			writtenAtRelist = len(writes)
+		}
+		return writtenAtRelist == 0 || len(writes) < writtenAtRelist+100
+	})
+
+	want := map[string]uint64{}
+	cms, err := cs.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cm := range cms.Items {
+		want[cm.Name], _ = strconv.ParseUint(cm.ResourceVersion, 10, 64)
+	}
+	live.converge(t, want)
+	resumed.converge(t, want)
+
+	// The upstream relisted once, at a version inside the burst.
+	relists := logs.FilterMessage("relisted").All()
+	if len(relists) != 1 {
+		t.Fatalf("%d relists logged, want 1; requests: %+v", len(relists), p.requests())
+	}
+	listRV := uint64(relists[0].ContextMap()["resourceVersion"].(uint64))
+	// Changes after the relist's version were each told, one for one.
+	after := 0
+	for _, w := range writes {
+		if w.deleted || w.rv <= listRV {
+			continue
+		}
+		after++
+		for _, s := range []*strict{live, resumed} {
+			if !s.seen[w.name][w.rv] {
+				t.Errorf("%s: missed the change of %s at %d (after the relist at %d)", s.name, w.name, w.rv, listRV)
+			}
+		}
+	}
+	if after == 0 {
+		t.Fatalf("no change after the relist at %d; the burst ended at %d", listRV, writes[len(writes)-1].rv)
+	}
+	// A resume from the relist's version replays exactly the changes
+	// after it.
+	wake := make(chan struct{}, 1)
+	from, err := r.AddListener(informer.ListenerOptions{Filter: informer.Filter{Namespace: ns},
+		ResourceVersion: strconv.FormatUint(listRV, 10), Wake: wake})
+	if err != nil {
+		t.Fatalf("resume from the relist's version %d: %v", listRV, err)
+	}
+	defer from.Stop()
+	var replayed []write
+	for _, n := range from.Pop(nil) {
+		if n.Type == informer.Deleted {
+			replayed = append(replayed, write{name: n.Object.Name, deleted: true})
+		} else {
+			replayed = append(replayed, write{name: n.Object.Name, rv: n.RV})
+		}
+	}
+	var wantReplay []write
+	for i, w := range writes {
+		// A delete belongs after the relist if the create after it does.
+		if w.rv > listRV || w.deleted && i+1 < len(writes) && writes[i+1].rv > listRV {
+			wantReplay = append(wantReplay, w)
+		}
+	}
+	if !slices.Equal(wantReplay, replayed) {
+		t.Errorf("resume from %d replayed %v, want %v", listRV, replayed, wantReplay)
+	}
+	t.Logf("%d changes, relist at %d, %d changes after it; versions told: %d", len(writes), listRV, after,
+		len(slices.Collect(maps.Keys(live.seen))))
+}
