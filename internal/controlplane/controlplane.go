@@ -580,6 +580,11 @@ func (cp *ControlPlane) EtcdPID() int {
 	return cp.etcd.pid
 }
 
+// EtcdURL is etcd's client URL: plain HTTP on loopback, no authentication.
+func (cp *ControlPlane) EtcdURL() string {
+	return fmt.Sprintf("http://127.0.0.1:%d", cp.ports.EtcdClient)
+}
+
 // DataDir is the directory holding etcd's data, certificates and logs.
 func (cp *ControlPlane) DataDir() string { return cp.dataDir }
 
