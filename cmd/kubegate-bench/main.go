@@ -36,7 +36,7 @@ func main() {
 	flag.StringVar(&scen, "scenarios", strings.Join(bench.DefaultScenarios, ","), "comma-separated `scenarios` to run")
 	flag.IntVar(&o.Pods, "pods", 10000, "Pods to create (~7 KB JSON each; one ConfigMap per 10 Pods)")
 	flag.IntVar(&o.Namespaces, "namespaces", 100, "namespaces to spread the Pods over (the selective scenario's subscribers each watch one)")
-	flag.BoolVar(&full, "full", false, "use the full target sizes (idle 5k, broad 100/s, selective 500/s, burst of 5k updates to 1k subscribers, cold start 100k Pods); explicit size flags still win")
+	flag.BoolVar(&full, "full", false, "use the full target sizes (idle 5k, broad 100/s, selective 500/s, burst of 5k updates to 1k subscribers, cold start 100k Pods, relist with 1k subscribers); explicit size flags still win")
 	flag.IntVar(&z.Idle, "idle", d.Idle, "idle: subscribers per arm")
 	flag.IntVar(&z.Broad, "broad", d.Broad, "broad: subscribers per arm, each watching every Pod")
 	flag.Float64Var(&z.BroadRate, "broad-rate", d.BroadRate, "broad: updates per second")
@@ -52,6 +52,11 @@ func main() {
 	flag.IntVar(&z.RESTReps, "rest-reps", d.RESTReps, "rest: lists per case and arm")
 	flag.IntVar(&z.RESTConcurrency, "rest-concurrency", 1, "rest: lists in flight at once per case and arm (1: sequential, so a latency is one list's own)")
 	flag.IntVar(&z.ColdStartPods, "coldstart-pods", d.ColdStartPods, "coldstart: Pods the new gateway syncs (more are created if needed)")
+	flag.IntVar(&z.Upstream, "upstream", d.Upstream, "upstream: updates written with no subscriber (the gateway's CPU per update)")
+	flag.Float64Var(&z.UpstreamRate, "upstream-rate", d.UpstreamRate, "upstream: updates per second")
+	flag.IntVar(&z.Relist, "relist", d.Relist, "relist: subscribers per arm, each watching one namespace (plus one watching all)")
+	flag.IntVar(&z.RelistUpdates, "relist-updates", d.RelistUpdates, "relist: updates written through a kube-apiserver restart (at most one per Pod)")
+	flag.Float64Var(&z.RelistRate, "relist-rate", d.RelistRate, "relist: updates per second")
 	flag.DurationVar(&z.Drain, "drain", d.Drain, "longest wait for deliveries after the last write")
 	flag.StringVar(&z.PerfDir, "perf", "", "record perf CPU profiles of the gateway and kube-apiserver during the broad, selective and burst scenarios into this `dir`")
 	flag.BoolVar(&z.ProtoHTTP2, "proto-http2", false, "put the protobuf arm's watches on one HTTP/2 connection (client-go's default) instead of one HTTP/1.1 connection each")
@@ -74,6 +79,9 @@ func main() {
 			"rest-reps":        func() { z.RESTReps = explicit.RESTReps },
 			"rest-concurrency": func() { z.RESTConcurrency = explicit.RESTConcurrency },
 			"coldstart-pods":   func() { z.ColdStartPods = explicit.ColdStartPods }, "drain": func() { z.Drain = explicit.Drain },
+			"upstream": func() { z.Upstream = explicit.Upstream }, "upstream-rate": func() { z.UpstreamRate = explicit.UpstreamRate },
+			"relist": func() { z.Relist = explicit.Relist }, "relist-updates": func() { z.RelistUpdates = explicit.RelistUpdates },
+			"relist-rate": func() { z.RelistRate = explicit.RelistRate },
 			"proto-http2": func() { z.ProtoHTTP2 = explicit.ProtoHTTP2 },
 			"perf":        func() { z.PerfDir = explicit.PerfDir },
 		}

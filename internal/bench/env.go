@@ -17,7 +17,7 @@ import (
 
 // Env is what every scenario and arm runs against: one kube-apiserver and
 // one gateway in front of it, with the workload created. Its fields do not
-// change once StartEnv returns.
+// change once StartEnv returns, except APIServerPID.
 type Env struct {
 	// GatewayURL is the gateway's base URL, http://127.0.0.1:<port>.
 	GatewayURL string
@@ -36,6 +36,8 @@ type Env struct {
 	// Workload is what CreateWorkload made.
 	Workload Workload
 	// GatewayPID and APIServerPID are the serving processes, for ReadProc.
+	// APIServerPID changes when the relist scenario restarts kube-apiserver
+	// (scenarios run one at a time).
 	GatewayPID   int
 	APIServerPID int
 

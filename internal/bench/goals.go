@@ -62,6 +62,54 @@ func Goals(figs []Figure) []string {
 		}
 		lines = append(lines, fmt.Sprintf("goal: %s <= 100 ms: %.1f ms, %s%s", f.Metric, f.Value, verdict(f.Value <= 100, fmt.Sprintf("%.1f ms", f.Value-100)), cpu))
 	}
+	if gw, ok := get("upstream", ArmGateway, "CPU per update, no subscriber"); ok {
+		api, _ := get("upstream", ArmAPIServer, "CPU per update, no subscriber")
+		lines = append(lines, fmt.Sprintf("goal: gateway CPU per upstream update (no subscriber) <= 0.1 ms: %.3f ms (kube-apiserver: %.2f ms per write), %s",
+			gw, api, verdict(gw <= 0.1, fmt.Sprintf("%.3f ms (%.1fx the target)", gw-0.1, gw/0.1))))
+	}
+	if gw, ok := find("coldstart", ArmGateway, "time to ready"); ok {
+		if list, ok := get("coldstart", ArmJSON, gw.Metric); ok && list > 0 {
+			r := gw.Value / list
+			lines = append(lines, fmt.Sprintf("goal: cold start %s <= 1.5x one JSON LIST: %.0f ms vs %.0f ms = %.2fx, %s",
+				strings.TrimPrefix(gw.Metric, "time to ready "), gw.Value, list, r, verdict(r <= 1.5, fmt.Sprintf("%.2fx (%.2fx the target ratio)", r-1.5, r/1.5))))
+		}
+	}
+	if gw, ok1 := get("burst", ArmGateway, "latency p99"); ok1 {
+		if a, ok2 := get("burst", ArmJSON, "latency p99"); ok2 {
+			lines = append(lines, fmt.Sprintf("goal: burst p99 latency <= %s's: %.1f ms vs %.1f ms, %s",
+				ArmJSON, gw, a, verdict(gw <= a, fmt.Sprintf("%.1f ms (%.2fx)", gw-a, gw/a))))
+		}
+	}
+	if gw, ok1 := get("selective", ArmGateway, "CPU per 1000 deliveries"); ok1 {
+		if a, ok2 := get("selective", ArmProto, "CPU per 1000 deliveries"); ok2 && a > 0 {
+			lines = append(lines, fmt.Sprintf("goal: selective fan-out CPU per delivery <= %s's: %.3f s vs %.3f s per 1000 = %.2fx, %s",
+				ArmProto, gw, a, gw/a, verdict(gw <= a, fmt.Sprintf("%.0f%%", (gw/a-1)*100))))
+		}
+	}
+	var relistBad []string
+	relistArms := 0
+	for _, f := range figs {
+		if f.Scenario != "relist" || f.Arm == ArmBench {
+			continue
+		}
+		switch f.Metric {
+		case "missed":
+			relistArms++
+			fallthrough
+		case "final state not reached", "duplicated", "out of order":
+			if f.Value != 0 {
+				relistBad = append(relistBad, fmt.Sprintf("%s/%s=%.0f", f.Arm, f.Metric, f.Value))
+			}
+		}
+	}
+	if relistArms > 0 {
+		rl, _ := get("relist", ArmGateway, "upstream relists")
+		v := "met"
+		if len(relistBad) > 0 {
+			v = "MISSED: " + strings.Join(relistBad, ", ")
+		}
+		lines = append(lines, fmt.Sprintf("goal: relist under load, 0 missed, duplicated or reordered events on every arm (%d arms; the gateway's upstream relisted %.0f times): %s", relistArms, rl, v))
+	}
 	if f, ok := find("coldstart", ArmGateway, "heap in use (no GC) / JSON size"); ok {
 		lines = append(lines, fmt.Sprintf("goal: cache memory <= 1.3x JSON: %s %.2fx is an upper bound (garbage of the sync included); BenchmarkCacheMemory (internal/informer) measures it after a GC",
 			f.Metric, f.Value))

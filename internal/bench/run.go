@@ -28,7 +28,8 @@ type Options struct {
 
 // DefaultScenarios are the scenarios Run runs when Options.Scenarios is
 // empty.
-var DefaultScenarios = []string{"setup", "idle", "snapshot", ScenarioREST, "broad", "selective", "burst", "slow", "reconnect", "coldstart"}
+// relist restarts kube-apiserver, so it runs last.
+var DefaultScenarios = []string{"setup", "idle", "snapshot", ScenarioREST, "upstream", "broad", "selective", "burst", "slow", "reconnect", "coldstart", "relist"}
 
 // scenarios maps names to their implementations.
 var scenarios = map[string]func(context.Context, *Env, Sizes, io.Writer) ([]Figure, error){
@@ -44,6 +45,8 @@ var scenarios = map[string]func(context.Context, *Env, Sizes, io.Writer) ([]Figu
 	"slow":      scenarioSlow,
 	"reconnect": scenarioReconnect,
 	"coldstart": scenarioColdStart,
+	"upstream":  scenarioUpstream,
+	"relist":    scenarioRelist,
 }
 
 // withDefaults fills zero sizes from DefaultSizes.
@@ -78,6 +81,11 @@ func (z Sizes) withDefaults() Sizes {
 	set(&z.Snapshots, d.Snapshots)
 	set(&z.RESTReps, d.RESTReps)
 	set(&z.ColdStartPods, d.ColdStartPods)
+	set(&z.Upstream, d.Upstream)
+	setF(&z.UpstreamRate, d.UpstreamRate)
+	set(&z.Relist, d.Relist)
+	set(&z.RelistUpdates, d.RelistUpdates)
+	setF(&z.RelistRate, d.RelistRate)
 	setD(&z.Drain, d.Drain)
 	setD(&z.Settle, d.Settle)
 	return z

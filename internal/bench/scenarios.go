@@ -51,6 +51,15 @@ type Sizes struct {
 	// ColdStartPods: Pods the cold-started gateway syncs; when above the
 	// workload's, the difference is created first.
 	ColdStartPods int
+	// Upstream: updates written with no subscriber, and their rate.
+	Upstream     int
+	UpstreamRate float64
+	// Relist: subscribers per arm, each watching one namespace (plus one
+	// watching all), and the updates written, at RelistRate, through a
+	// kube-apiserver restart (at most one per Pod).
+	Relist        int
+	RelistUpdates int
+	RelistRate    float64
 	// Drain bounds the wait for deliveries after the last write.
 	Drain time.Duration
 	// Settle is how long memory is left to settle before RSS is read (idle,
@@ -71,6 +80,7 @@ var DefaultSizes = Sizes{
 	Idle: 1000, Broad: 1000, BroadRate: 20, Duration: 10 * time.Second,
 	Selective: 1000, SelectiveRate: 100, BurstSubscribers: 100, BurstUpdates: 1000,
 	Slow: 200, SlowRate: 20, Reconnect: 1000, Snapshots: 3, RESTReps: 20, ColdStartPods: 10000,
+	Upstream: 1000, UpstreamRate: 100, Relist: 100, RelistUpdates: 1000, RelistRate: 100,
 	Drain: 60 * time.Second, Settle: 2 * time.Second,
 }
 
@@ -80,6 +90,7 @@ var FullSizes = Sizes{
 	Idle: 5000, Broad: 1000, BroadRate: 100, Duration: 30 * time.Second,
 	Selective: 1000, SelectiveRate: 500, BurstSubscribers: 1000, BurstUpdates: 5000,
 	Slow: 1000, SlowRate: 100, Reconnect: 1000, Snapshots: 10, RESTReps: 50, ColdStartPods: 100000,
+	Upstream: 3000, UpstreamRate: 100, Relist: 1000, RelistUpdates: 3000, RelistRate: 100,
 	Drain: 120 * time.Second, Settle: 2 * time.Second,
 }
 

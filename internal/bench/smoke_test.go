@@ -34,6 +34,7 @@ var smokeSizes = Sizes{
 	Idle: 10, Broad: 10, BroadRate: 40, Duration: 500 * time.Millisecond,
 	Selective: 8, SelectiveRate: 40, BurstSubscribers: 5, BurstUpdates: 40,
 	Slow: 100, SlowRate: 40, Reconnect: 10, Snapshots: 1, RESTReps: 2, ColdStartPods: 40,
+	Upstream: 20, UpstreamRate: 40, Relist: 4, RelistUpdates: 30, RelistRate: 20,
 	Drain: 30 * time.Second, Settle: 200 * time.Millisecond,
 }
 
@@ -157,4 +158,24 @@ func TestSmoke(t *testing.T) {
 	for _, m := range []string{"time to ready", "peak RSS", "steady RSS", "heap in use (no GC) / JSON size"} {
 		positive("coldstart", ArmGateway, fmt.Sprintf("%s (%d pods)", m, pods))
 	}
+	positive("coldstart", ArmJSON, fmt.Sprintf("time to ready (%d pods)", pods))
+	positive("coldstart", ArmJSON, fmt.Sprintf("LIST size (%d pods)", pods))
+	// CPU less an idle baseline: a few updates may not rise above the
+	// noise, so only its presence is checked.
+	for _, arm := range []string{ArmGateway, ArmAPIServer} {
+		want("upstream", arm, "CPU per update, no subscriber")
+		want("upstream", arm, "idle CPU")
+	}
+	positive("upstream", ArmBench, "updates")
+	for _, arm := range watchArms {
+		for _, m := range []string{"missed", "final state not reached", "duplicated", "out of order"} {
+			zero("relist", arm, m)
+		}
+		want("relist", arm, "reconnects")
+	}
+	positive("relist", ArmBench, "writes")
+	positive("relist", ArmBench, "kube-apiserver outage")
+	// The restart must have made the gateway's upstream relist: that is
+	// what the scenario is for.
+	positive("relist", ArmGateway, "upstream relists")
 }

@@ -32,6 +32,11 @@ type UpdatePlan struct {
 	Rate float64
 	// Workers are concurrent update requests. Default 8.
 	Workers int
+	// Retry makes a worker retry a failed write (every 100ms, until ctx
+	// ends) instead of ending the run, for writes through a kube-apiserver
+	// restart. A write whose response was lost may have been applied; it
+	// is then not in the record, and its retry is.
+	Retry bool
 }
 
 // Update writes plan.Count merge patches to the Pods (round-robin over
@@ -56,15 +61,29 @@ func Update(ctx context.Context, c kubernetes.Interface, pods []PodKey, plan Upd
 		wg.Go(func() {
 			for j := range jobs {
 				key := pods[j%len(pods)]
-				sent := time.Now()
-				patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, StampAnnotation, sent.UTC().Format(time.RFC3339Nano))
-				raw, err := c.CoreV1().RESTClient().Patch(types.MergePatchType).
-					Namespace(key.Namespace).Resource("pods").Name(key.Name).
-					Body([]byte(patch)).Do(ctx).Raw()
-				ack := time.Now()
-				var rv uint64
-				if err == nil {
-					rv, err = objectRV(raw)
+				var (
+					sent, ack time.Time
+					rv        uint64
+					err       error
+				)
+				for {
+					sent = time.Now()
+					patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, StampAnnotation, sent.UTC().Format(time.RFC3339Nano))
+					var raw []byte
+					raw, err = c.CoreV1().RESTClient().Patch(types.MergePatchType).
+						Namespace(key.Namespace).Resource("pods").Name(key.Name).
+						Body([]byte(patch)).Do(ctx).Raw()
+					ack = time.Now()
+					if err == nil {
+						rv, err = objectRV(raw)
+					}
+					if err == nil || !plan.Retry || ctx.Err() != nil {
+						break
+					}
+					select {
+					case <-time.After(100 * time.Millisecond):
+					case <-ctx.Done():
+					}
 				}
 				mu.Lock()
 				if err != nil {
