@@ -3,7 +3,6 @@ package informer
 import (
 	"encoding/json"
 	"fmt"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -232,34 +231,4 @@ func BenchmarkTransform(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(len(raw)), "jsonbytes/object")
-}
-
-// BenchmarkCacheMemory reports the heap held by the cache per object and its
-// ratio to the object's JSON size (goal: ≤ 1.3). It builds the cache once
-// per iteration, so run it with -benchtime=1x.
-func BenchmarkCacheMemory(b *testing.B) {
-	for _, n := range []int{10000} {
-		b.Run(fmt.Sprintf("objects=%d", n), func(b *testing.B) {
-			var perObj, ratio float64
-			for b.Loop() {
-				runtime.GC()
-				var before, after runtime.MemStats
-				runtime.ReadMemStats(&before)
-				p := benchProc(b, n, 100)
-				runtime.GC()
-				runtime.ReadMemStats(&after)
-				var jsonBytes int
-				objs, _ := p.list(&Filter{})
-				for _, o := range objs {
-					jsonBytes += len(o.Raw)
-				}
-				heap := float64(after.HeapAlloc) - float64(before.HeapAlloc)
-				perObj = heap / float64(n)
-				ratio = heap / float64(jsonBytes)
-				runtime.KeepAlive(p)
-			}
-			b.ReportMetric(perObj, "bytes/object")
-			b.ReportMetric(ratio, "heap/json")
-		})
-	}
 }
