@@ -58,7 +58,7 @@ func main() {
 	flag.IntVar(&z.RelistUpdates, "relist-updates", d.RelistUpdates, "relist: updates written through a kube-apiserver restart (at most one per Pod)")
 	flag.Float64Var(&z.RelistRate, "relist-rate", d.RelistRate, "relist: updates per second")
 	flag.DurationVar(&z.Drain, "drain", d.Drain, "longest wait for deliveries after the last write")
-	flag.StringVar(&z.PerfDir, "perf", "", "record perf CPU profiles of the gateway and kube-apiserver during the broad, selective and burst scenarios into this `dir`")
+	flag.StringVar(&z.PerfDir, "perf", "", "record perf CPU profiles of the gateway and kube-apiserver during the broad, selective and burst scenarios (and of the gateway during upstream) into this `dir`")
 	flag.BoolVar(&z.ProtoHTTP2, "proto-http2", false, "put the protobuf arm's watches on one HTTP/2 connection (client-go's default) instead of one HTTP/1.1 connection each")
 	flag.StringVar(&jsonOut, "json", "", "also write the results as JSON to this `file`")
 	flag.BoolVar(&md, "markdown", false, "print the table as Markdown")

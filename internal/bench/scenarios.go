@@ -66,8 +66,9 @@ type Sizes struct {
 	// cold start).
 	Settle time.Duration
 	// PerfDir, when set, gets perf CPU profiles of the serving processes
-	// during the broad, selective and burst scenarios (needs perf and
-	// permission to trace them).
+	// during the broad, selective and burst scenarios, and of the gateway
+	// during the upstream scenario (needs perf and permission to trace
+	// them).
 	PerfDir string
 	// ProtoHTTP2 puts all of the protobuf arm's watches on one HTTP/2
 	// connection (client-go's default) instead of one HTTP/1.1 connection

@@ -42,9 +42,11 @@ func scenarioUpstream(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]
 	idle := time.Since(t0)
 	gwIdle, apiIdle := gw1.Since(gw0), api1.Since(api0)
 
+	prof := startPerf(z.PerfDir, "upstream-gateway", env.GatewayPID, func(f string, a ...any) { fmt.Fprintf(log, f+"\n", a...) })
 	t0 = time.Now()
 	writes, _, err := Update(ctx, env.Client(), pods, plan)
 	if err != nil {
+		prof.stop()
 		return nil, err
 	}
 	// The gateway has processed every update once it serves the last one:
@@ -59,13 +61,15 @@ func scenarioUpstream(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]
 		rv, err := gatewayPodRV(ctx, env, pods[last.Pod])
 		return err == nil && rv >= last.RV
 	}) {
+		prof.stop()
 		return nil, fmt.Errorf("gateway did not serve resourceVersion %d within %v", last.RV, z.Drain)
 	}
 	gw2, api2, err := readBoth(env)
+	busy := time.Since(t0)
+	prof.stop()
 	if err != nil {
 		return nil, err
 	}
-	busy := time.Since(t0)
 	scale := float64(busy) / float64(idle)
 	gwCPU := gw2.Since(gw1) - time.Duration(float64(gwIdle)*scale)
 	apiCPU := api2.Since(api1) - time.Duration(float64(apiIdle)*scale)
