@@ -9,14 +9,22 @@ import (
 	"testing"
 	"time"
 
+	"net"
+	"sync"
+
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 
+	httpapi "kubegate/internal/http"
 	"kubegate/internal/informer"
 )
 
@@ -97,6 +105,129 @@ func (s *strict) converge(t *testing.T, want map[string]uint64) {
 
 // write is one change the test made. A delete's version is not returned
 // to the client, so it is 0.
+// restView is what a client of the gateway's REST API holds, built from
+// client-go's callbacks or watch events, with the same checks as strict.
+type restView struct {
+	name    string
+	changed chan struct{} // signalled after each event
+	mu      sync.Mutex
+	state   map[string]uint64
+	seen    map[string]map[uint64]bool
+	errs    []string
+}
+
+func newRESTView(name string, start map[string]uint64) *restView {
+	v := &restView{name: name, changed: make(chan struct{}, 1), state: maps.Clone(start), seen: map[string]map[uint64]bool{}}
+	if v.state == nil {
+		v.state = map[string]uint64{}
+	}
+	return v
+}
+
+func rvOf(obj any) (string, uint64) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	cm := obj.(*corev1.ConfigMap)
+	rv, _ := strconv.ParseUint(cm.ResourceVersion, 10, 64)
+	return cm.Name, rv
+}
+
+func (v *restView) event(typ watch.EventType, obj any) {
+	defer func() {
+		select {
+		case v.changed <- struct{}{}:
+		default:
+		}
+	}()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	name, rv := rvOf(obj)
+	held, ok := v.state[name]
+	switch {
+	case typ == watch.Added && ok:
+		v.errs = append(v.errs, fmt.Sprintf("ADDED %s@%d while holding it at %d", name, rv, held))
+	case typ != watch.Added && !ok:
+		v.errs = append(v.errs, fmt.Sprintf("%s %s@%d for an object it does not hold", typ, name, rv))
+	case typ == watch.Modified && rv <= held:
+		v.errs = append(v.errs, fmt.Sprintf("MODIFIED %s@%d not newer than %d (repeat or reorder)", name, rv, held))
+	}
+	if v.seen[name] == nil {
+		v.seen[name] = map[uint64]bool{}
+	}
+	v.seen[name][rv] = true
+	if typ == watch.Deleted {
+		delete(v.state, name)
+	} else {
+		v.state[name] = rv
+	}
+}
+
+func (v *restView) handler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { v.event(watch.Added, obj) },
+		UpdateFunc: func(_, obj any) { v.event(watch.Modified, obj) },
+		DeleteFunc: func(obj any) { v.event(watch.Deleted, obj) },
+	}
+}
+
+func (v *restView) converge(t *testing.T, want map[string]uint64) {
+	t.Helper()
+	deadline := time.NewTimer(60 * time.Second)
+	defer deadline.Stop()
+	for {
+		v.mu.Lock()
+		done, state := maps.Equal(v.state, want), maps.Clone(v.state)
+		for _, e := range v.errs {
+			t.Errorf("%s: %s", v.name, e)
+		}
+		v.errs = nil
+		v.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-v.changed:
+		case <-deadline.C:
+			t.Fatalf("%s: state %v, want %v", v.name, state, want)
+		}
+	}
+}
+
+func (v *restView) told(name string, rv uint64) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.seen[name][rv]
+}
+
+// serveREST serves the manager's resources over the gateway's REST API on
+// loopback until the test ends, and returns a clientset for it.
+func serveREST(t *testing.T, m *informer.Manager) kubernetes.Interface {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := httpapi.New(httpapi.Options{Manager: m, Listener: ln, Logger: zaptest.NewLogger(t).Named("http"), ShutdownTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("REST server: %v", err)
+		}
+	})
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: "http://" + ln.Addr().String(), QPS: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
 type write struct {
 	name    string
 	rv      uint64
@@ -140,11 +271,12 @@ func writeBurst(t *testing.T, cs kubernetes.Interface, ns string, n int, written
 }
 
 // TestRelistUnderLoad makes the gateway's upstream relist in the middle of
-// a burst of writes: the proxy cuts the config maps watch and answers its
-// resume with 410 Expired, as kube-apiserver does once the version is
-// compacted. Consumers watch throughout: one from a snapshot taken before
-// the burst, and one that LISTed in the middle of it and resumed from the
-// LIST's resourceVersion. Each must see every change exactly once and in
+// a burst of writes: the proxy cuts the config maps watch (and would answer
+// a plain watch resume with 410 Expired; client-go's watch-list resumes by
+// listing anyway). Consumers watch throughout: listeners from a snapshot
+// taken before the burst and from a LIST in the middle of it, and, over the
+// gateway's REST API, a client-go shared informer and a client that LISTs
+// mid-burst and WATCHes from the LIST's resourceVersion. Each must see every change exactly once and in
 // order, except that the changes the upstream missed during the relist
 // are told as their net effect, and end at the apiserver's state. A
 // consumer that resumes from the relist's version misses nothing after it.
@@ -165,6 +297,24 @@ func TestRelistUnderLoad(t *testing.T) {
 
 	live := newStrict(t, "live from a snapshot", r, informer.ListenerOptions{Filter: informer.Filter{Namespace: ns}, SendInitialEvents: true}, nil)
 	live.apply(t) // the snapshot
+
+	// Clients of the REST API: a client-go shared informer (watch-list),
+	// and one that LISTs mid-burst and watches from the LIST's version.
+	gw := serveREST(t, m)
+	restInformer := newRESTView("client-go informer via REST", nil)
+	f := informers.NewSharedInformerFactoryWithOptions(gw, 0, informers.WithNamespace(ns))
+	inf := f.Core().V1().ConfigMaps().Informer()
+	if _, err := inf.AddEventHandler(restInformer.handler()); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop); f.Shutdown() })
+	f.Start(stop)
+	if !cache.WaitForCacheSync(t.Context().Done(), inf.HasSynced) {
+		t.Fatal("the REST informer did not sync")
+	}
+	var restWatch *restView
+	watchDone := make(chan struct{})
 	var resumed *strict
 	// Go on writing until the relist is done and 100 more changes are in.
 	writtenAtRelist := 0
@@ -179,6 +329,37 @@ func TestRelistUnderLoad(t *testing.T) {
 		}
 		resumed = newStrict(t, "resumed from a LIST", r, informer.ListenerOptions{
 			Filter: informer.Filter{Namespace: ns}, ResourceVersion: strconv.FormatUint(rv, 10)}, start)
+
+		l, err := gw.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatalf("REST LIST: %v", err)
+		}
+		rstart := map[string]uint64{}
+		for _, cm := range l.Items {
+			rstart[cm.Name], _ = strconv.ParseUint(cm.ResourceVersion, 10, 64)
+		}
+		restWatch = newRESTView("REST LIST then WATCH", rstart)
+		w, err := gw.CoreV1().ConfigMaps(ns).Watch(context.Background(), metav1.ListOptions{ResourceVersion: l.ResourceVersion})
+		if err != nil {
+			t.Fatalf("REST WATCH: %v", err)
+		}
+		// Cleanups run last first: stop the watch, then wait for its reader.
+		t.Cleanup(func() { <-watchDone })
+		t.Cleanup(w.Stop)
+		go func() {
+			defer close(watchDone)
+			for ev := range w.ResultChan() {
+				if ev.Type == watch.Error || ev.Type == watch.Bookmark {
+					if ev.Type == watch.Error {
+						restWatch.mu.Lock()
+						restWatch.errs = append(restWatch.errs, fmt.Sprintf("ERROR event: %v", ev.Object))
+						restWatch.mu.Unlock()
+					}
+					continue
+				}
+				restWatch.event(ev.Type, ev.Object)
+			}
+		}()
 		p.expireWatch()
 	}, func() {
 		// Consumers read as they go, as clients do.
@@ -209,6 +390,8 @@ func TestRelistUnderLoad(t *testing.T) {
 	}
 	live.converge(t, want)
 	resumed.converge(t, want)
+	restInformer.converge(t, want)
+	restWatch.converge(t, want)
 
 	// The upstream relisted once, at a version inside the burst.
 	relists := logs.FilterMessage("relisted").All()
@@ -226,6 +409,11 @@ func TestRelistUnderLoad(t *testing.T) {
 		for _, s := range []*strict{live, resumed} {
 			if !s.seen[w.name][w.rv] {
 				t.Errorf("%s: missed the change of %s at %d (after the relist at %d)", s.name, w.name, w.rv, listRV)
+			}
+		}
+		for _, v := range []*restView{restInformer, restWatch} {
+			if !v.told(w.name, w.rv) {
+				t.Errorf("%s: missed the change of %s at %d (after the relist at %d)", v.name, w.name, w.rv, listRV)
 			}
 		}
 	}
