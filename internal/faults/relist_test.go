@@ -12,6 +12,9 @@ import (
 	"net"
 	"sync"
 
+	"encoding/json"
+
+	"github.com/coder/websocket"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
@@ -26,6 +29,7 @@ import (
 
 	httpapi "kubegate/internal/http"
 	"kubegate/internal/informer"
+	"kubegate/internal/ws"
 )
 
 // strict is a consumer that fails the test on any notification a correct
@@ -194,38 +198,152 @@ func (v *restView) converge(t *testing.T, want map[string]uint64) {
 	}
 }
 
+func (v *restView) fail(format string, args ...any) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.errs = append(v.errs, fmt.Sprintf(format, args...))
+}
+
 func (v *restView) told(name string, rv uint64) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.seen[name][rv]
 }
 
-// serveREST serves the manager's resources over the gateway's REST API on
-// loopback until the test ends, and returns a clientset for it.
-func serveREST(t *testing.T, m *informer.Manager) kubernetes.Interface {
+// serveGateway serves the manager's resources over the gateway's REST API
+// and WebSocket on loopback until the test ends. It returns a clientset
+// for the REST API and the WebSocket URL.
+func serveGateway(t *testing.T, m *informer.Manager) (kubernetes.Interface, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := httpapi.New(httpapi.Options{Manager: m, Listener: ln, Logger: zaptest.NewLogger(t).Named("http"), ShutdownTimeout: 5 * time.Second})
+	wss, err := ws.New(ws.Options{Manager: m, Logger: zaptest.NewLogger(t).Named("ws")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := httpapi.New(httpapi.Options{Manager: m, Listener: ln, WebSocket: wss,
+		Logger: zaptest.NewLogger(t).Named("http"), ShutdownTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	done := make(chan error, 2)
 	go func() { done <- s.Start(ctx) }()
+	go func() { done <- wss.Start(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("REST server: %v", err)
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Errorf("gateway server: %v", err)
+			}
 		}
 	})
 	cs, err := kubernetes.NewForConfig(&rest.Config{Host: "http://" + ln.Addr().String(), QPS: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cs
+	return cs, "ws://" + ln.Addr().String() + "/ws"
+}
+
+// wsFrame is a kubegate.v1 server frame, as docs/protocol.md gives it.
+type wsFrame struct {
+	Type   string          `json:"type"`
+	ID     string          `json:"id"`
+	RV     string          `json:"rv"`
+	Object json.RawMessage `json:"object"`
+	Events []wsFrame       `json:"events"`
+	Status json.RawMessage `json:"status"`
+}
+
+// wsSub is one subscription over a WebSocket, kept by a reader goroutine
+// into a restView. It records its resume point as the protocol says: the
+// rv of the last change or END_OF_SNAPSHOT processed, not of snapshot
+// ADDED frames.
+type wsSub struct {
+	view   *restView
+	conn   *websocket.Conn
+	done   chan struct{}
+	mu     sync.Mutex
+	resume string
+	resets int
+}
+
+func dialSub(t *testing.T, url, ns, resourceVersion string, v *restView) *wsSub {
+	t.Helper()
+	c, _, err := websocket.Dial(context.Background(), url, &websocket.DialOptions{Subprotocols: []string{"kubegate.v1"}})
+	if err != nil {
+		t.Fatalf("dial %s: %v", url, err)
+	}
+	c.SetReadLimit(64 << 20)
+	s := &wsSub{view: v, conn: c, done: make(chan struct{}), resume: resourceVersion}
+	sub, _ := json.Marshal(map[string]any{"type": "subscribe", "id": "cms", "resource": "configmaps",
+		"namespace": ns, "resourceVersion": resourceVersion})
+	if err := c.Write(context.Background(), websocket.MessageText, sub); err != nil {
+		t.Fatal(err)
+	}
+	go s.read(resourceVersion == "")
+	t.Cleanup(s.close)
+	return s
+}
+
+func (s *wsSub) read(inSnapshot bool) {
+	defer close(s.done)
+	for {
+		_, b, err := s.conn.Read(context.Background())
+		if err != nil {
+			return
+		}
+		var f wsFrame
+		if err := json.Unmarshal(b, &f); err != nil {
+			s.view.fail("bad frame %q: %v", b, err)
+			return
+		}
+		for _, e := range append([]wsFrame{f}, f.Events...) {
+			switch e.Type {
+			case "ADDED", "MODIFIED", "DELETED":
+				var cm corev1.ConfigMap
+				if err := json.Unmarshal(e.Object, &cm); err != nil {
+					s.view.fail("bad object %s: %v", e.Object, err)
+					return
+				}
+				s.view.event(watch.EventType(e.Type), &cm)
+				if !inSnapshot {
+					s.setResume(e.RV)
+				}
+			case "END_OF_SNAPSHOT":
+				inSnapshot = false
+				s.setResume(e.RV)
+			case "RESET":
+				s.mu.Lock()
+				s.resets++
+				s.mu.Unlock()
+				s.view.fail("RESET %s", b)
+			case "error":
+				s.view.fail("error frame %s", e.Status)
+			}
+		}
+	}
+}
+
+func (s *wsSub) setResume(rv string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.resume = rv
+}
+
+func (s *wsSub) resumePoint() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rv, _ := strconv.ParseUint(s.resume, 10, 64)
+	return rv
+}
+
+// close drops the socket and waits for the reader.
+func (s *wsSub) close() {
+	_ = s.conn.Close(websocket.StatusNormalClosure, "")
+	<-s.done
 }
 
 type write struct {
@@ -274,9 +392,10 @@ func writeBurst(t *testing.T, cs kubernetes.Interface, ns string, n int, written
 // a burst of writes: the proxy cuts the config maps watch (and would answer
 // a plain watch resume with 410 Expired; client-go's watch-list resumes by
 // listing anyway). Consumers watch throughout: listeners from a snapshot
-// taken before the burst and from a LIST in the middle of it, and, over the
+// taken before the burst and from a LIST in the middle of it; over the
 // gateway's REST API, a client-go shared informer and a client that LISTs
-// mid-burst and WATCHes from the LIST's resourceVersion. Each must see every change exactly once and in
+// mid-burst and WATCHes from the LIST's resourceVersion; and a WebSocket
+// subscriber that drops its socket after the relist and resumes. Each must see every change exactly once and in
 // order, except that the changes the upstream missed during the relist
 // are told as their net effect, and end at the apiserver's state. A
 // consumer that resumes from the relist's version misses nothing after it.
@@ -300,7 +419,11 @@ func TestRelistUnderLoad(t *testing.T) {
 
 	// Clients of the REST API: a client-go shared informer (watch-list),
 	// and one that LISTs mid-burst and watches from the LIST's version.
-	gw := serveREST(t, m)
+	gw, wsURL := serveGateway(t, m)
+	// A WebSocket subscriber from a snapshot; after the relist it drops
+	// its socket and resumes from its resume point.
+	wsView := newRESTView("WebSocket, resumed after the relist", nil)
+	sub := dialSub(t, wsURL, ns, "", wsView)
 	restInformer := newRESTView("client-go informer via REST", nil)
 	f := informers.NewSharedInformerFactoryWithOptions(gw, 0, informers.WithNamespace(ns))
 	inf := f.Core().V1().ConfigMaps().Informer()
@@ -318,6 +441,7 @@ func TestRelistUnderLoad(t *testing.T) {
 	var resumed *strict
 	// Go on writing until the relist is done and 100 more changes are in.
 	writtenAtRelist := 0
+	wsResumed := false
 	var writes []write
 	writes = writeBurst(t, cs, ns, 200, &writes, func() {
 		// A client LISTs, then watches from the LIST's version, just
@@ -377,6 +501,16 @@ func TestRelistUnderLoad(t *testing.T) {
 		if writtenAtRelist == 0 && logs.FilterMessage("relisted").Len() > 0 {
 			writtenAtRelist = len(writes)
 		}
+		// Once the WebSocket subscriber has a resume point after the
+		// relist, it reconnects from it: the resume must be exact.
+		if writtenAtRelist > 0 && !wsResumed {
+			relistRV := logs.FilterMessage("relisted").All()[0].ContextMap()["resourceVersion"].(uint64)
+			if rv := sub.resumePoint(); rv > relistRV {
+				sub.close()
+				sub = dialSub(t, wsURL, ns, strconv.FormatUint(rv, 10), wsView)
+				wsResumed = true
+			}
+		}
 		return writtenAtRelist == 0 || len(writes) < writtenAtRelist+100
 	})
 
@@ -392,6 +526,10 @@ func TestRelistUnderLoad(t *testing.T) {
 	resumed.converge(t, want)
 	restInformer.converge(t, want)
 	restWatch.converge(t, want)
+	wsView.converge(t, want)
+	if !wsResumed {
+		t.Error("the WebSocket subscriber never had a resume point after the relist to reconnect from")
+	}
 
 	// The upstream relisted once, at a version inside the burst.
 	relists := logs.FilterMessage("relisted").All()
@@ -411,7 +549,7 @@ func TestRelistUnderLoad(t *testing.T) {
 				t.Errorf("%s: missed the change of %s at %d (after the relist at %d)", s.name, w.name, w.rv, listRV)
 			}
 		}
-		for _, v := range []*restView{restInformer, restWatch} {
+		for _, v := range []*restView{restInformer, restWatch, wsView} {
 			if !v.told(w.name, w.rv) {
 				t.Errorf("%s: missed the change of %s at %d (after the relist at %d)", v.name, w.name, w.rv, listRV)
 			}
