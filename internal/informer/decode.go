@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -686,4 +687,245 @@ func appendCuts(cuts []cut, ms []member) []cut {
 		}
 	}
 	return cuts
+}
+
+// recorder keeps the bytes a jsontext.Decoder reads from a stream, from a
+// point the caller moves forward (discard) on. The decoder's own buffer
+// holds only a few KiB and drops what it has parsed; the recorder keeps an
+// object's bytes until the decoder has validated all of them and Raw is
+// copied out, so a list body is never held whole.
+type recorder struct {
+	r    io.Reader
+	buf  []byte
+	base int64 // stream offset of buf[0]
+	err  error // the first error r returned other than io.EOF
+}
+
+func (r *recorder) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	r.buf = append(r.buf, p[:n]...)
+	if err != nil && err != io.EOF && r.err == nil {
+		r.err = err
+	}
+	return n, err
+}
+
+// discard drops the bytes before stream offset off.
+func (r *recorder) discard(off int64) {
+	rest := r.buf[off-r.base:]
+	if cap(r.buf) > 1<<20 && len(rest) < cap(r.buf)/4 {
+		// Do not keep a huge object's buffer for the rest of the stream.
+		r.buf = append(make([]byte, 0, max(len(rest), 4<<10)), rest...)
+	} else {
+		r.buf = r.buf[:copy(r.buf, rest)]
+	}
+	r.base = off
+}
+
+// stream decodes objects from a list body or watch stream.
+type stream struct {
+	d   *objectDecoder
+	rec recorder
+	dec *jsontext.Decoder
+	p   objectParser
+}
+
+func newStream(r io.Reader, d *objectDecoder) *stream {
+	s := &stream{d: d}
+	s.rec.r = r
+	s.dec = jsontext.NewDecoder(&s.rec)
+	s.p.d, s.p.dec = d, s.dec
+	return s
+}
+
+// object decodes the object at the decoder's position.
+func (s *stream) object(annotations bool) (*Object, error) {
+	s.rec.discard(s.dec.InputOffset())
+	s.p.annotations = annotations
+	if err := s.p.parseObject(); err != nil {
+		return nil, err
+	}
+	return s.p.object(s.rec.buf, s.rec.base)
+}
+
+// readString reads a string value; null reads as "".
+func (s *stream) readString() (string, error) {
+	switch s.dec.PeekKind() {
+	case 'n':
+		return "", s.p.skip()
+	case '"':
+	default:
+		if err := s.p.skip(); err != nil {
+			return "", err
+		}
+		return "", fmt.Errorf("%s: want a string", s.dec.StackPointer())
+	}
+	raw, err := s.dec.ReadValue()
+	if err != nil {
+		return "", err
+	}
+	b, err := jsontext.AppendUnquote(nil, raw)
+	return string(b), err
+}
+
+// objectList is a list response decoded by decodeList. *objectList works
+// with meta.ListAccessor, meta.ExtractList(WithAlloc) and
+// meta.EachListItem(WithAlloc), as client-go's pager and reflector use
+// them.
+type objectList struct {
+	metav1.ListMeta
+	Items []*Object
+}
+
+var _ runtime.Object = (*objectList)(nil)
+
+// GetObjectKind implements runtime.Object.
+func (l *objectList) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject implements runtime.Object. Objects are immutable, so the
+// copy shares them.
+func (l *objectList) DeepCopyObject() runtime.Object {
+	c := &objectList{Items: slices.Clone(l.Items)}
+	l.ListMeta.DeepCopyInto(&c.ListMeta)
+	return c
+}
+
+// decodeList reads a list response body, such as
+// {"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"12"},"items":[...]},
+// decoding its items one at a time as they arrive.
+func (d *objectDecoder) decodeList(r io.Reader) (*objectList, error) {
+	s := newStream(r, d)
+	l, err := s.list()
+	if err != nil {
+		if s.rec.err != nil {
+			err = s.rec.err
+		}
+		return nil, fmt.Errorf("decode %s list: %w", d.gvk.Kind, err)
+	}
+	return l, nil
+}
+
+func (s *stream) list() (*objectList, error) {
+	dec := s.dec
+	tok, err := dec.ReadToken()
+	if err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF // an empty body is no list
+		}
+		return nil, err
+	}
+	if tok.Kind() != '{' {
+		return nil, fmt.Errorf("got JSON %v, want an object", tok.Kind())
+	}
+	l := &objectList{}
+	for dec.PeekKind() != '}' {
+		name, _, err := s.p.readName()
+		if err != nil {
+			return nil, err
+		}
+		switch string(name) {
+		case "metadata":
+			err = s.listMeta(&l.ListMeta)
+		case "items":
+			l.Items, err = s.items()
+		default:
+			err = s.p.skip()
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, err
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		if err == nil {
+			err = errors.New("data after the list")
+		}
+		return nil, err
+	}
+	return l, nil
+}
+
+func (s *stream) items() ([]*Object, error) {
+	dec := s.dec
+	switch dec.PeekKind() {
+	case 'n':
+		return nil, s.p.skip()
+	case '[':
+	default:
+		if err := s.p.skip(); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("items: want an array")
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, err
+	}
+	items := []*Object{}
+	for dec.PeekKind() != ']' {
+		o, err := s.object(false)
+		if err != nil {
+			return nil, fmt.Errorf("items[%d]: %w", len(items), err)
+		}
+		items = append(items, o)
+	}
+	_, err := dec.ReadToken()
+	return items, err
+}
+
+func (s *stream) listMeta(m *metav1.ListMeta) error {
+	dec := s.dec
+	switch dec.PeekKind() {
+	case 'n':
+		return s.p.skip()
+	case '{':
+	default:
+		if err := s.p.skip(); err != nil {
+			return err
+		}
+		return errors.New("metadata: want an object")
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return err
+	}
+	for dec.PeekKind() != '}' {
+		name, _, err := s.p.readName()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "resourceVersion":
+			m.ResourceVersion, err = s.readString()
+		case "continue":
+			m.Continue, err = s.readString()
+		case "selfLink":
+			m.SelfLink, err = s.readString()
+		case "remainingItemCount":
+			m.RemainingItemCount, err = s.readInt()
+		default:
+			err = s.p.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	_, err := dec.ReadToken()
+	return err
+}
+
+// readInt reads an integer value; null reads as nil.
+func (s *stream) readInt() (*int64, error) {
+	if s.dec.PeekKind() == 'n' {
+		return nil, s.p.skip()
+	}
+	raw, err := s.dec.ReadValue()
+	if err != nil {
+		return nil, err
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("%s: want an integer, got %s", s.dec.StackPointer(), raw)
+	}
+	return &n, nil
 }
