@@ -2,6 +2,7 @@ package informer
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 )
 
 // objectDecoder turns one resource's JSON, as the apiserver serves it, into
@@ -928,4 +930,164 @@ func (s *stream) readInt() (*int64, error) {
 		return nil, fmt.Errorf("%s: want an integer, got %s", s.dec.StackPointer(), raw)
 	}
 	return &n, nil
+}
+
+// watchDecoder reads the apiserver's JSON watch stream: one
+// {"type":...,"object":{...}} value after another. Decode is called from
+// one goroutine (watch.StreamWatcher's); Close may be called from any.
+type watchDecoder struct {
+	rc io.ReadCloser
+	s  *stream
+}
+
+// newWatchDecoder returns a watch.Decoder for the watch stream rc of d's
+// resource. ADDED, MODIFIED and DELETED events carry an *Object; BOOKMARK
+// events an *Object that also has its annotations (the reflector looks for
+// k8s.io/initial-events-end); ERROR events a *metav1.Status.
+//
+// Decode returns io.EOF when the stream ends between events,
+// io.ErrUnexpectedEOF when it ends inside one, and the stream's own error
+// when reading fails, as watch.StreamWatcher expects.
+func newWatchDecoder(rc io.ReadCloser, d *objectDecoder) watch.Decoder {
+	return &watchDecoder{rc: rc, s: newStream(rc, d)}
+}
+
+// Close closes the stream, which ends a Decode in progress.
+func (w *watchDecoder) Close() { w.rc.Close() }
+
+// Decode reads the next event.
+func (w *watchDecoder) Decode() (watch.EventType, runtime.Object, error) {
+	typ, obj, err := w.s.event()
+	switch {
+	case err == nil:
+		return typ, obj, nil
+	case err == io.EOF:
+		return "", nil, io.EOF
+	case w.s.rec.err != nil:
+		return "", nil, w.s.rec.err
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "", nil, io.ErrUnexpectedEOF
+	}
+	return "", nil, fmt.Errorf("decode %s watch event: %w", w.s.d.gvk.Kind, err)
+}
+
+func (s *stream) event() (watch.EventType, runtime.Object, error) {
+	dec := s.dec
+	s.rec.discard(dec.InputOffset())
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return "", nil, err // io.EOF between events
+	}
+	if tok.Kind() != '{' {
+		return "", nil, fmt.Errorf("got JSON %v, want an event object", tok.Kind())
+	}
+	var (
+		typ    watch.EventType
+		obj    runtime.Object
+		early  []byte // the object, when it came before the type
+		object bool
+	)
+	for dec.PeekKind() != '}' {
+		name, _, err := s.p.readName()
+		if err != nil {
+			return "", nil, err
+		}
+		switch string(name) {
+		case "type":
+			typ, err = s.eventType()
+		case "object":
+			object = true
+			if typ != "" {
+				obj, err = s.eventObject(typ)
+				break
+			}
+			var raw jsontext.Value
+			if raw, err = dec.ReadValue(); err == nil {
+				early = bytes.Clone(raw)
+			}
+		default:
+			err = s.p.skip()
+		}
+		if err != nil {
+			return "", nil, err
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return "", nil, err
+	}
+	switch {
+	case typ == "":
+		return "", nil, errors.New("watch event without a type")
+	case !object:
+		return "", nil, fmt.Errorf("%s watch event without an object", typ)
+	case early != nil:
+		obj, err = s.d.eventObject(typ, early)
+	}
+	return typ, obj, err
+}
+
+func (s *stream) eventType() (watch.EventType, error) {
+	if s.dec.PeekKind() != '"' {
+		if err := s.p.skip(); err != nil {
+			return "", err
+		}
+		return "", errors.New("watch event type is not a string")
+	}
+	raw, err := s.dec.ReadValue()
+	if err != nil {
+		return "", err
+	}
+	name := raw[1 : len(raw)-1]
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		if name, err = jsontext.AppendUnquote(nil, raw); err != nil {
+			return "", err
+		}
+	}
+	for _, t := range []watch.EventType{watch.Added, watch.Modified, watch.Deleted, watch.Bookmark, watch.Error} {
+		if string(name) == string(t) {
+			return t, nil
+		}
+	}
+	return "", fmt.Errorf("got invalid watch event type: %q", name)
+}
+
+// eventObject decodes the object of an event of type typ from the stream.
+func (s *stream) eventObject(typ watch.EventType) (runtime.Object, error) {
+	if typ == watch.Error {
+		raw, err := s.dec.ReadValue()
+		if err != nil {
+			return nil, err
+		}
+		return decodeStatus(raw)
+	}
+	return s.object(typ == watch.Bookmark)
+}
+
+// eventObject decodes the object of an event of type typ from b.
+func (d *objectDecoder) eventObject(typ watch.EventType, b []byte) (runtime.Object, error) {
+	switch typ {
+	case watch.Error:
+		return decodeStatus(b)
+	case watch.Bookmark:
+		p := parserPool.Get().(*objectParser)
+		defer p.release()
+		p.in = *bytes.NewBuffer(b)
+		p.own.Reset(&p.in)
+		p.dec, p.d, p.annotations = &p.own, d, true
+		if err := p.parseObject(); err != nil {
+			return nil, err
+		}
+		return p.object(b, 0)
+	}
+	return d.decode(b)
+}
+
+// decodeStatus decodes the object of an ERROR event. They are rare and
+// small, so encoding/json is fine here.
+func decodeStatus(b []byte) (*metav1.Status, error) {
+	st := &metav1.Status{}
+	if err := json.Unmarshal(b, st); err != nil {
+		return nil, fmt.Errorf("decode ERROR watch event: %w", err)
+	}
+	return st, nil
 }
