@@ -12,7 +12,12 @@ import (
 	"net"
 	"sync"
 
+	"encoding/base64"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
@@ -27,8 +32,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"kubegate/internal/config"
 	httpapi "kubegate/internal/http"
 	"kubegate/internal/informer"
+	"kubegate/internal/webhook"
 	"kubegate/internal/ws"
 )
 
@@ -247,6 +254,45 @@ func serveGateway(t *testing.T, m *informer.Manager) (kubernetes.Interface, stri
 	return cs, "ws://" + ln.Addr().String() + "/ws"
 }
 
+// deliverTo runs a webhook for the namespace's config maps in the
+// Kubernetes watch format, delivered to a receiver that keeps v, until
+// the test ends.
+func deliverTo(t *testing.T, m *informer.Manager, ns string, v *restView) {
+	t.Helper()
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ev struct {
+			Type   watch.EventType   `json:"type"`
+			Object *corev1.ConfigMap `json:"object"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&ev); err != nil || ev.Object == nil {
+			v.fail("webhook body: %v", err)
+			return
+		}
+		v.event(ev.Type, ev.Object)
+	}))
+	t.Cleanup(rcv.Close)
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("whsec_"+base64.StdEncoding.EncodeToString(make([]byte, 32))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hooks, err := webhook.New(webhook.Options{Resources: m, Logger: zaptest.NewLogger(t).Named("webhook"),
+		Webhooks: []config.Webhook{{Name: "relist", URL: rcv.URL, Format: "watch", SecretFile: secret,
+			Resources:      []config.WebhookResource{{Resource: "configmaps", Namespace: ns}},
+			AllowAddresses: []string{"127.0.0.0/8"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- hooks.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("webhooks: %v", err)
+		}
+	})
+}
+
 // wsFrame is a kubegate.v1 server frame, as docs/protocol.md gives it.
 type wsFrame struct {
 	Type   string          `json:"type"`
@@ -394,8 +440,9 @@ func writeBurst(t *testing.T, cs kubernetes.Interface, ns string, n int, written
 // listing anyway). Consumers watch throughout: listeners from a snapshot
 // taken before the burst and from a LIST in the middle of it; over the
 // gateway's REST API, a client-go shared informer and a client that LISTs
-// mid-burst and WATCHes from the LIST's resourceVersion; and a WebSocket
-// subscriber that drops its socket after the relist and resumes. Each must see every change exactly once and in
+// mid-burst and WATCHes from the LIST's resourceVersion; a WebSocket
+// subscriber that drops its socket after the relist and resumes; and a
+// webhook receiver. Each must see every change exactly once and in
 // order, except that the changes the upstream missed during the relist
 // are told as their net effect, and end at the apiserver's state. A
 // consumer that resumes from the relist's version misses nothing after it.
@@ -424,6 +471,15 @@ func TestRelistUnderLoad(t *testing.T) {
 	// its socket and resumes from its resume point.
 	wsView := newRESTView("WebSocket, resumed after the relist", nil)
 	sub := dialSub(t, wsURL, ns, "", wsView)
+	// A webhook receiver. Its webhook sends only changes, so it starts
+	// from the objects as they are before the burst.
+	objs, _ := r.List(&informer.Filter{Namespace: ns})
+	before := map[string]uint64{}
+	for _, o := range objs {
+		before[o.Name] = o.RV
+	}
+	hookView := newRESTView("webhook receiver", before)
+	deliverTo(t, m, ns, hookView)
 	restInformer := newRESTView("client-go informer via REST", nil)
 	f := informers.NewSharedInformerFactoryWithOptions(gw, 0, informers.WithNamespace(ns))
 	inf := f.Core().V1().ConfigMaps().Informer()
@@ -527,6 +583,7 @@ func TestRelistUnderLoad(t *testing.T) {
 	restInformer.converge(t, want)
 	restWatch.converge(t, want)
 	wsView.converge(t, want)
+	hookView.converge(t, want)
 	if !wsResumed {
 		t.Error("the WebSocket subscriber never had a resume point after the relist to reconnect from")
 	}
@@ -549,7 +606,7 @@ func TestRelistUnderLoad(t *testing.T) {
 				t.Errorf("%s: missed the change of %s at %d (after the relist at %d)", s.name, w.name, w.rv, listRV)
 			}
 		}
-		for _, v := range []*restView{restInformer, restWatch, wsView} {
+		for _, v := range []*restView{restInformer, restWatch, wsView, hookView} {
 			if !v.told(w.name, w.rv) {
 				t.Errorf("%s: missed the change of %s at %d (after the relist at %d)", v.name, w.name, w.rv, listRV)
 			}
