@@ -9,15 +9,34 @@ import (
 	"testing"
 	"time"
 
+	"net"
+	"sync"
+
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+
+	"github.com/coder/websocket"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 
+	"kubegate/internal/config"
+	httpapi "kubegate/internal/http"
 	"kubegate/internal/informer"
+	"kubegate/internal/webhook"
+	"kubegate/internal/ws"
 )
 
 // strict is a consumer that fails the test on any notification a correct
@@ -97,6 +116,282 @@ func (s *strict) converge(t *testing.T, want map[string]uint64) {
 
 // write is one change the test made. A delete's version is not returned
 // to the client, so it is 0.
+// restView is what a client of the gateway's REST API holds, built from
+// client-go's callbacks or watch events, with the same checks as strict.
+type restView struct {
+	name    string
+	changed chan struct{} // signalled after each event
+	mu      sync.Mutex
+	state   map[string]uint64
+	seen    map[string]map[uint64]bool
+	errs    []string
+}
+
+func newRESTView(name string, start map[string]uint64) *restView {
+	v := &restView{name: name, changed: make(chan struct{}, 1), state: maps.Clone(start), seen: map[string]map[uint64]bool{}}
+	if v.state == nil {
+		v.state = map[string]uint64{}
+	}
+	return v
+}
+
+func rvOf(obj any) (string, uint64) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	cm := obj.(*corev1.ConfigMap)
+	rv, _ := strconv.ParseUint(cm.ResourceVersion, 10, 64)
+	return cm.Name, rv
+}
+
+func (v *restView) event(typ watch.EventType, obj any) {
+	defer func() {
+		select {
+		case v.changed <- struct{}{}:
+		default:
+		}
+	}()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	name, rv := rvOf(obj)
+	held, ok := v.state[name]
+	switch {
+	case typ == watch.Added && ok:
+		v.errs = append(v.errs, fmt.Sprintf("ADDED %s@%d while holding it at %d", name, rv, held))
+	case typ != watch.Added && !ok:
+		v.errs = append(v.errs, fmt.Sprintf("%s %s@%d for an object it does not hold", typ, name, rv))
+	case typ == watch.Modified && rv <= held:
+		v.errs = append(v.errs, fmt.Sprintf("MODIFIED %s@%d not newer than %d (repeat or reorder)", name, rv, held))
+	}
+	if v.seen[name] == nil {
+		v.seen[name] = map[uint64]bool{}
+	}
+	v.seen[name][rv] = true
+	if typ == watch.Deleted {
+		delete(v.state, name)
+	} else {
+		v.state[name] = rv
+	}
+}
+
+func (v *restView) handler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { v.event(watch.Added, obj) },
+		UpdateFunc: func(_, obj any) { v.event(watch.Modified, obj) },
+		DeleteFunc: func(obj any) { v.event(watch.Deleted, obj) },
+	}
+}
+
+func (v *restView) converge(t *testing.T, want map[string]uint64) {
+	t.Helper()
+	deadline := time.NewTimer(60 * time.Second)
+	defer deadline.Stop()
+	for {
+		v.mu.Lock()
+		done, state := maps.Equal(v.state, want), maps.Clone(v.state)
+		for _, e := range v.errs {
+			t.Errorf("%s: %s", v.name, e)
+		}
+		v.errs = nil
+		v.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-v.changed:
+		case <-deadline.C:
+			t.Fatalf("%s: state %v, want %v", v.name, state, want)
+		}
+	}
+}
+
+func (v *restView) fail(format string, args ...any) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.errs = append(v.errs, fmt.Sprintf(format, args...))
+}
+
+func (v *restView) told(name string, rv uint64) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.seen[name][rv]
+}
+
+// serveGateway serves the manager's resources over the gateway's REST API
+// and WebSocket on loopback until the test ends. It returns a clientset
+// for the REST API and the WebSocket URL.
+func serveGateway(t *testing.T, m *informer.Manager) (kubernetes.Interface, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wss, err := ws.New(ws.Options{Manager: m, Logger: zaptest.NewLogger(t).Named("ws")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := httpapi.New(httpapi.Options{Manager: m, Listener: ln, WebSocket: wss,
+		Logger: zaptest.NewLogger(t).Named("http"), ShutdownTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 2)
+	go func() { done <- s.Start(ctx) }()
+	go func() { done <- wss.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Errorf("gateway server: %v", err)
+			}
+		}
+	})
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: "http://" + ln.Addr().String(), QPS: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs, "ws://" + ln.Addr().String() + "/ws"
+}
+
+// deliverTo runs a webhook for the namespace's config maps in the
+// Kubernetes watch format, delivered to a receiver that keeps v, until
+// the test ends.
+func deliverTo(t *testing.T, m *informer.Manager, ns string, v *restView) {
+	t.Helper()
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ev struct {
+			Type   watch.EventType   `json:"type"`
+			Object *corev1.ConfigMap `json:"object"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&ev); err != nil || ev.Object == nil {
+			v.fail("webhook body: %v", err)
+			return
+		}
+		v.event(ev.Type, ev.Object)
+	}))
+	t.Cleanup(rcv.Close)
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("whsec_"+base64.StdEncoding.EncodeToString(make([]byte, 32))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hooks, err := webhook.New(webhook.Options{Resources: m, Logger: zaptest.NewLogger(t).Named("webhook"),
+		Webhooks: []config.Webhook{{Name: "relist", URL: rcv.URL, Format: "watch", SecretFile: secret,
+			Resources:      []config.WebhookResource{{Resource: "configmaps", Namespace: ns}},
+			AllowAddresses: []string{"127.0.0.0/8"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- hooks.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("webhooks: %v", err)
+		}
+	})
+}
+
+// wsFrame is a kubegate.v1 server frame, as docs/protocol.md gives it.
+type wsFrame struct {
+	Type   string          `json:"type"`
+	ID     string          `json:"id"`
+	RV     string          `json:"rv"`
+	Object json.RawMessage `json:"object"`
+	Events []wsFrame       `json:"events"`
+	Status json.RawMessage `json:"status"`
+}
+
+// wsSub is one subscription over a WebSocket, kept by a reader goroutine
+// into a restView. It records its resume point as the protocol says: the
+// rv of the last change or END_OF_SNAPSHOT processed, not of snapshot
+// ADDED frames.
+type wsSub struct {
+	view   *restView
+	conn   *websocket.Conn
+	done   chan struct{}
+	mu     sync.Mutex
+	resume string
+	resets int
+}
+
+func dialSub(t *testing.T, url, ns, resourceVersion string, v *restView) *wsSub {
+	t.Helper()
+	c, _, err := websocket.Dial(context.Background(), url, &websocket.DialOptions{Subprotocols: []string{"kubegate.v1"}})
+	if err != nil {
+		t.Fatalf("dial %s: %v", url, err)
+	}
+	c.SetReadLimit(64 << 20)
+	s := &wsSub{view: v, conn: c, done: make(chan struct{}), resume: resourceVersion}
+	sub, _ := json.Marshal(map[string]any{"type": "subscribe", "id": "cms", "resource": "configmaps",
+		"namespace": ns, "resourceVersion": resourceVersion})
+	if err := c.Write(context.Background(), websocket.MessageText, sub); err != nil {
+		t.Fatal(err)
+	}
+	go s.read(resourceVersion == "")
+	t.Cleanup(s.close)
+	return s
+}
+
+func (s *wsSub) read(inSnapshot bool) {
+	defer close(s.done)
+	for {
+		_, b, err := s.conn.Read(context.Background())
+		if err != nil {
+			return
+		}
+		var f wsFrame
+		if err := json.Unmarshal(b, &f); err != nil {
+			s.view.fail("bad frame %q: %v", b, err)
+			return
+		}
+		for _, e := range append([]wsFrame{f}, f.Events...) {
+			switch e.Type {
+			case "ADDED", "MODIFIED", "DELETED":
+				var cm corev1.ConfigMap
+				if err := json.Unmarshal(e.Object, &cm); err != nil {
+					s.view.fail("bad object %s: %v", e.Object, err)
+					return
+				}
+				s.view.event(watch.EventType(e.Type), &cm)
+				if !inSnapshot {
+					s.setResume(e.RV)
+				}
+			case "END_OF_SNAPSHOT":
+				inSnapshot = false
+				s.setResume(e.RV)
+			case "RESET":
+				s.mu.Lock()
+				s.resets++
+				s.mu.Unlock()
+				s.view.fail("RESET %s", b)
+			case "error":
+				s.view.fail("error frame %s", e.Status)
+			}
+		}
+	}
+}
+
+func (s *wsSub) setResume(rv string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.resume = rv
+}
+
+func (s *wsSub) resumePoint() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rv, _ := strconv.ParseUint(s.resume, 10, 64)
+	return rv
+}
+
+// close drops the socket and waits for the reader.
+func (s *wsSub) close() {
+	_ = s.conn.Close(websocket.StatusNormalClosure, "")
+	<-s.done
+}
+
 type write struct {
 	name    string
 	rv      uint64
@@ -140,11 +435,14 @@ func writeBurst(t *testing.T, cs kubernetes.Interface, ns string, n int, written
 }
 
 // TestRelistUnderLoad makes the gateway's upstream relist in the middle of
-// a burst of writes: the proxy cuts the config maps watch and answers its
-// resume with 410 Expired, as kube-apiserver does once the version is
-// compacted. Consumers watch throughout: one from a snapshot taken before
-// the burst, and one that LISTed in the middle of it and resumed from the
-// LIST's resourceVersion. Each must see every change exactly once and in
+// a burst of writes: the proxy cuts the config maps watch (and would answer
+// a plain watch resume with 410 Expired; client-go's watch-list resumes by
+// listing anyway). Consumers watch throughout: listeners from a snapshot
+// taken before the burst and from a LIST in the middle of it; over the
+// gateway's REST API, a client-go shared informer and a client that LISTs
+// mid-burst and WATCHes from the LIST's resourceVersion; a WebSocket
+// subscriber that drops its socket after the relist and resumes; and a
+// webhook receiver. Each must see every change exactly once and in
 // order, except that the changes the upstream missed during the relist
 // are told as their net effect, and end at the apiserver's state. A
 // consumer that resumes from the relist's version misses nothing after it.
@@ -165,9 +463,41 @@ func TestRelistUnderLoad(t *testing.T) {
 
 	live := newStrict(t, "live from a snapshot", r, informer.ListenerOptions{Filter: informer.Filter{Namespace: ns}, SendInitialEvents: true}, nil)
 	live.apply(t) // the snapshot
+
+	// Clients of the REST API: a client-go shared informer (watch-list),
+	// and one that LISTs mid-burst and watches from the LIST's version.
+	gw, wsURL := serveGateway(t, m)
+	// A WebSocket subscriber from a snapshot; after the relist it drops
+	// its socket and resumes from its resume point.
+	wsView := newRESTView("WebSocket, resumed after the relist", nil)
+	sub := dialSub(t, wsURL, ns, "", wsView)
+	// A webhook receiver. Its webhook sends only changes, so it starts
+	// from the objects as they are before the burst.
+	objs, _ := r.List(&informer.Filter{Namespace: ns})
+	before := map[string]uint64{}
+	for _, o := range objs {
+		before[o.Name] = o.RV
+	}
+	hookView := newRESTView("webhook receiver", before)
+	deliverTo(t, m, ns, hookView)
+	restInformer := newRESTView("client-go informer via REST", nil)
+	f := informers.NewSharedInformerFactoryWithOptions(gw, 0, informers.WithNamespace(ns))
+	inf := f.Core().V1().ConfigMaps().Informer()
+	if _, err := inf.AddEventHandler(restInformer.handler()); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop); f.Shutdown() })
+	f.Start(stop)
+	if !cache.WaitForCacheSync(t.Context().Done(), inf.HasSynced) {
+		t.Fatal("the REST informer did not sync")
+	}
+	var restWatch *restView
+	watchDone := make(chan struct{})
 	var resumed *strict
 	// Go on writing until the relist is done and 100 more changes are in.
 	writtenAtRelist := 0
+	wsResumed := false
 	var writes []write
 	writes = writeBurst(t, cs, ns, 200, &writes, func() {
 		// A client LISTs, then watches from the LIST's version, just
@@ -179,6 +509,37 @@ func TestRelistUnderLoad(t *testing.T) {
 		}
 		resumed = newStrict(t, "resumed from a LIST", r, informer.ListenerOptions{
 			Filter: informer.Filter{Namespace: ns}, ResourceVersion: strconv.FormatUint(rv, 10)}, start)
+
+		l, err := gw.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatalf("REST LIST: %v", err)
+		}
+		rstart := map[string]uint64{}
+		for _, cm := range l.Items {
+			rstart[cm.Name], _ = strconv.ParseUint(cm.ResourceVersion, 10, 64)
+		}
+		restWatch = newRESTView("REST LIST then WATCH", rstart)
+		w, err := gw.CoreV1().ConfigMaps(ns).Watch(context.Background(), metav1.ListOptions{ResourceVersion: l.ResourceVersion})
+		if err != nil {
+			t.Fatalf("REST WATCH: %v", err)
+		}
+		// Cleanups run last first: stop the watch, then wait for its reader.
+		t.Cleanup(func() { <-watchDone })
+		t.Cleanup(w.Stop)
+		go func() {
+			defer close(watchDone)
+			for ev := range w.ResultChan() {
+				if ev.Type == watch.Error || ev.Type == watch.Bookmark {
+					if ev.Type == watch.Error {
+						restWatch.mu.Lock()
+						restWatch.errs = append(restWatch.errs, fmt.Sprintf("ERROR event: %v", ev.Object))
+						restWatch.mu.Unlock()
+					}
+					continue
+				}
+				restWatch.event(ev.Type, ev.Object)
+			}
+		}()
 		p.expireWatch()
 	}, func() {
 		// Consumers read as they go, as clients do.
@@ -196,6 +557,16 @@ func TestRelistUnderLoad(t *testing.T) {
 		if writtenAtRelist == 0 && logs.FilterMessage("relisted").Len() > 0 {
 			writtenAtRelist = len(writes)
 		}
+		// Once the WebSocket subscriber has a resume point after the
+		// relist, it reconnects from it: the resume must be exact.
+		if writtenAtRelist > 0 && !wsResumed {
+			relistRV := logs.FilterMessage("relisted").All()[0].ContextMap()["resourceVersion"].(uint64)
+			if rv := sub.resumePoint(); rv > relistRV {
+				sub.close()
+				sub = dialSub(t, wsURL, ns, strconv.FormatUint(rv, 10), wsView)
+				wsResumed = true
+			}
+		}
 		return writtenAtRelist == 0 || len(writes) < writtenAtRelist+100
 	})
 
@@ -209,6 +580,13 @@ func TestRelistUnderLoad(t *testing.T) {
 	}
 	live.converge(t, want)
 	resumed.converge(t, want)
+	restInformer.converge(t, want)
+	restWatch.converge(t, want)
+	wsView.converge(t, want)
+	hookView.converge(t, want)
+	if !wsResumed {
+		t.Error("the WebSocket subscriber never had a resume point after the relist to reconnect from")
+	}
 
 	// The upstream relisted once, at a version inside the burst.
 	relists := logs.FilterMessage("relisted").All()
@@ -226,6 +604,11 @@ func TestRelistUnderLoad(t *testing.T) {
 		for _, s := range []*strict{live, resumed} {
 			if !s.seen[w.name][w.rv] {
 				t.Errorf("%s: missed the change of %s at %d (after the relist at %d)", s.name, w.name, w.rv, listRV)
+			}
+		}
+		for _, v := range []*restView{restInformer, restWatch, wsView, hookView} {
+			if !v.told(w.name, w.rv) {
+				t.Errorf("%s: missed the change of %s at %d (after the relist at %d)", v.name, w.name, w.rv, listRV)
 			}
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -57,14 +56,10 @@ func benchPodJSON(ns, name string, rv uint64) []byte {
 	return b
 }
 
-var benchTransformer = &transformer{gvk: schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, selectableFields: []string{"spec.nodeName", "status.phase"}}
+var benchDecoder = newObjectDecoder(schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, false, []string{"spec.nodeName", "status.phase"})
 
 func benchPod(b testing.TB, ns, name string, rv uint64) *Object {
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(benchPodJSON(ns, name, rv)); err != nil {
-		b.Fatal(err)
-	}
-	o, err := benchTransformer.fromUnstructured(u)
+	o, err := benchDecoder.decode(benchPodJSON(ns, name, rv))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -212,23 +207,4 @@ func BenchmarkList(b *testing.B) {
 			b.ReportMetric(float64(c.want)*float64(b.N)/b.Elapsed().Seconds(), "objects/s")
 		})
 	}
-}
-
-// BenchmarkTransform measures Unstructured → *Object for a ~7 KB Pod: the
-// one encode each event pays.
-func BenchmarkTransform(b *testing.B) {
-	raw := benchPodJSON("ns", "pod", 1)
-	b.SetBytes(int64(len(raw)))
-	for b.Loop() {
-		b.StopTimer()
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(raw); err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-		if _, err := benchTransformer.Transform(u); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(len(raw)), "jsonbytes/object")
 }

@@ -1,15 +1,9 @@
 package informer
 
 import (
-	"fmt"
-	"strconv"
-	"strings"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/cache"
 )
 
 // Object is the compact cached form of one Kubernetes object: the few
@@ -27,8 +21,9 @@ type Object struct {
 	// RV is ResourceVersion parsed as a number; 0 if it is not numeric.
 	RV uint64
 
-	// Raw is the object's JSON encoding (apiVersion and kind set,
-	// metadata.managedFields stripped unless configured otherwise).
+	// Raw is the object's JSON as the apiserver served it, with
+	// apiVersion and kind set and metadata.managedFields cut out unless
+	// configured otherwise; no newline, no trailing newline (see decode.go).
 	Raw []byte
 
 	// extra holds additional selectable fields as key, value pairs (for
@@ -81,75 +76,6 @@ func (o *Object) field(f string) (string, bool) {
 		if o.extra[i] == f {
 			return o.extra[i+1], true
 		}
-	}
-	return "", false
-}
-
-// transformer converts informer objects into *Object before they enter the
-// informer's store, so the Unstructured maps become garbage immediately.
-type transformer struct {
-	gvk               schema.GroupVersionKind
-	keepManagedFields bool
-	selectableFields  []string // beyond metadata.name/namespace
-}
-
-// Transform is a cache.TransformFunc.
-func (t *transformer) Transform(obj any) (any, error) {
-	switch o := obj.(type) {
-	case *Object, cache.DeletedFinalStateUnknown:
-		return o, nil
-	case *unstructured.Unstructured:
-		return t.fromUnstructured(o)
-	default:
-		return nil, fmt.Errorf("unexpected object type %T", obj)
-	}
-}
-
-func (t *transformer) fromUnstructured(u *unstructured.Unstructured) (*Object, error) {
-	if !t.keepManagedFields {
-		unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
-	}
-	if u.GetKind() == "" {
-		u.SetAPIVersion(t.gvk.GroupVersion().String())
-		u.SetKind(t.gvk.Kind)
-	}
-	raw, err := u.MarshalJSON()
-	if err != nil {
-		return nil, fmt.Errorf("encode %s %s/%s: %w", t.gvk.Kind, u.GetNamespace(), u.GetName(), err)
-	}
-	o := &Object{Raw: raw}
-	o.Namespace = u.GetNamespace()
-	o.Name = u.GetName()
-	o.UID = u.GetUID()
-	o.ResourceVersion = u.GetResourceVersion()
-	o.RV, _ = strconv.ParseUint(o.ResourceVersion, 10, 64)
-	o.Labels = u.GetLabels()
-	o.CreationTimestamp = u.GetCreationTimestamp()
-	o.DeletionTimestamp = u.GetDeletionTimestamp()
-	for _, f := range t.selectableFields {
-		if v, ok := nestedFieldString(u.Object, f); ok {
-			o.extra = append(o.extra, f, v)
-		}
-	}
-	return o, nil
-}
-
-// nestedFieldString reads a dotted path such as "spec.nodeName" and renders
-// scalars the way the apiserver's field selectors compare them.
-func nestedFieldString(obj map[string]any, path string) (string, bool) {
-	v, ok, err := unstructured.NestedFieldNoCopy(obj, strings.Split(path, ".")...)
-	if err != nil || !ok {
-		return "", false
-	}
-	switch x := v.(type) {
-	case string:
-		return x, true
-	case bool:
-		return strconv.FormatBool(x), true
-	case int64:
-		return strconv.FormatInt(x, 10), true
-	case float64:
-		return strconv.FormatFloat(x, 'f', -1, 64), true
 	}
 	return "", false
 }

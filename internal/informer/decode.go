@@ -1,0 +1,1093 @@
+package informer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/go-json-experiment/json/jsontext"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// objectDecoder turns one resource's JSON, as the apiserver serves it, into
+// *Object in one streaming pass: the metadata and the selectable fields are
+// read as tokens, everything else is skipped, and Raw is the input's own
+// bytes with metadata.managedFields cut out. Nothing is decoded into maps,
+// so an update costs one scan of its bytes and one copy of them.
+//
+// It produces what the old Unstructured transform produced, except that
+// numbers in Raw keep the apiserver's digits where the transform rounded
+// integers beyond int64 through float64.
+//
+// An objectDecoder is immutable and safe for concurrent use; the scratch
+// state of each decode comes from parserPool.
+type objectDecoder struct {
+	gvk               schema.GroupVersionKind
+	keepManagedFields bool
+	selectableFields  []string // beyond metadata.name/namespace
+
+	// fields holds the selectable fields' paths as a tree, one node per
+	// segment; its root has no name.
+	fields fieldNode
+	// typeMembers is `"apiVersion":"<group/version>","kind":"<Kind>"`, the
+	// members inserted into objects served without a kind (list items of
+	// built-in types).
+	typeMembers []byte
+	// typeFields are the selectable fields under apiVersion or kind, whose
+	// values the inserted members replace.
+	typeFields []int
+}
+
+// fieldNode is one segment of the selectable fields' paths.
+type fieldNode struct {
+	name     string
+	leaves   []int // indexes into selectableFields of the paths ending here
+	children []*fieldNode
+}
+
+// child returns the node for member name under n, or nil.
+func (n *fieldNode) child(name []byte) *fieldNode {
+	if n == nil {
+		return nil
+	}
+	for _, c := range n.children {
+		if c.name == string(name) {
+			return c
+		}
+	}
+	return nil
+}
+
+// newObjectDecoder returns a decoder for objects of kind gvk. It extracts
+// selectableFields (dotted paths beyond metadata.name and
+// metadata.namespace, such as "spec.nodeName") into Object.extra.
+func newObjectDecoder(gvk schema.GroupVersionKind, keepManagedFields bool, selectableFields []string) *objectDecoder {
+	d := &objectDecoder{gvk: gvk, keepManagedFields: keepManagedFields, selectableFields: slices.Clone(selectableFields)}
+	for i, f := range d.selectableFields {
+		n := &d.fields
+		for seg := range strings.SplitSeq(f, ".") {
+			c := n.child([]byte(seg))
+			if c == nil {
+				c = &fieldNode{name: seg}
+				n.children = append(n.children, c)
+			}
+			n = c
+		}
+		n.leaves = append(n.leaves, i)
+		if top, _, _ := strings.Cut(f, "."); top == "apiVersion" || top == "kind" {
+			d.typeFields = append(d.typeFields, i)
+		}
+	}
+	// AppendQuote fails only on invalid UTF-8, which it replaces; a kind
+	// or group version with invalid UTF-8 is not served by any apiserver.
+	b := append([]byte(nil), `"apiVersion":`...)
+	b, _ = jsontext.AppendQuote(b, gvk.GroupVersion().String())
+	b = append(b, `,"kind":`...)
+	b, _ = jsontext.AppendQuote(b, gvk.Kind)
+	d.typeMembers = b
+	return d
+}
+
+func (d *objectDecoder) wrap(err error) error {
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF // no object at all
+	}
+	return fmt.Errorf("decode %s: %w", d.gvk.Kind, err)
+}
+
+// parserPool holds the scratch state of decode calls.
+var parserPool = sync.Pool{New: func() any { return new(objectParser) }}
+
+// maxPooledScratch bounds the buffers a pooled parser keeps, so that one
+// huge object does not pin its scratch memory for good.
+const maxPooledScratch = 64 << 10
+
+// decode builds an Object from one object's JSON. b may be reused by the
+// caller after it returns: nothing in the Object refers to it.
+func (d *objectDecoder) decode(b []byte) (*Object, error) {
+	p := parserPool.Get().(*objectParser)
+	defer p.release()
+	// A bytes.Buffer lets jsontext parse b in place instead of copying it.
+	p.in = *bytes.NewBuffer(b)
+	p.own.Reset(&p.in)
+	p.dec, p.d, p.annotations = &p.own, d, false
+	if err := p.parseObject(); err != nil {
+		return nil, d.wrap(err)
+	}
+	if _, err := p.dec.ReadToken(); err != io.EOF {
+		if err == nil {
+			err = errors.New("data after the object")
+		}
+		return nil, d.wrap(err)
+	}
+	o, err := p.object(b, 0)
+	if err != nil {
+		return nil, d.wrap(err)
+	}
+	return o, nil
+}
+
+// objectParser is the scratch state of decoding one object; its buffers
+// are reused from one object to the next.
+type objectParser struct {
+	d   *objectDecoder
+	dec *jsontext.Decoder
+	// annotations says whether to read metadata.annotations too (for
+	// watch bookmarks, whose annotations the reflector reads).
+	annotations bool
+
+	// in and own serve decode: own parses in, which holds the caller's
+	// bytes. Streams bring their own decoder.
+	in  bytes.Buffer
+	own jsontext.Decoder
+
+	// What parseObject found. Offsets are the decoder's input offsets.
+	start, end int64    // the object, from '{' to past '}'
+	kindSet    bool     // the object has a non-empty string kind
+	top, meta  []member // members of the object and of its metadata
+
+	// arena holds every string the Object keeps, unescaped; object turns
+	// it into a single string and slices that.
+	arena     []byte
+	name      span
+	namespace span
+	uid       span
+	rv        span
+	created   span
+	deleted   span
+	labels    stringMap
+	annots    stringMap
+	values    []span // per selectable field; start < 0 when absent
+
+	key  []byte // unescaped member name, when it had escapes
+	cuts []cut
+}
+
+// span is a string in the parser's arena.
+type span struct{ start, end int }
+
+// member is where one object member lies in the input: pre is just past
+// the previous member (or the '{'), so [pre, keyStart) holds the comma
+// before this member, if any.
+type member struct {
+	pre, keyStart, end int64
+	role               memberRole
+	cut                bool
+}
+
+type memberRole uint8
+
+const (
+	roleOther memberRole = iota
+	roleAPIVersion
+	roleKind
+)
+
+// cut is a range of input bytes left out of Raw.
+type cut struct{ start, end int64 }
+
+// stringMap collects labels or annotations as arena spans, key then value.
+type stringMap struct {
+	pairs   []span
+	invalid bool // a value was neither a string nor null
+}
+
+func (p *objectParser) release() {
+	p.in = bytes.Buffer{}
+	p.own.Reset(&p.in) // drop the reference to the caller's bytes
+	p.d, p.dec = nil, nil
+	if cap(p.arena) > maxPooledScratch || cap(p.key) > maxPooledScratch ||
+		cap(p.labels.pairs)+cap(p.annots.pairs)+cap(p.top)+cap(p.meta) > maxPooledScratch/16 {
+		return
+	}
+	parserPool.Put(p)
+}
+
+func (p *objectParser) reset() {
+	p.start, p.end, p.kindSet = 0, 0, false
+	p.top, p.meta, p.cuts = p.top[:0], p.meta[:0], p.cuts[:0]
+	p.arena = p.arena[:0]
+	p.name, p.namespace, p.uid, p.rv, p.created, p.deleted = span{}, span{}, span{}, span{}, span{}, span{}
+	p.labels = stringMap{pairs: p.labels.pairs[:0]}
+	p.annots = stringMap{pairs: p.annots.pairs[:0]}
+	p.values = slices.Grow(p.values[:0], len(p.d.selectableFields))[:len(p.d.selectableFields)]
+	for i := range p.values {
+		p.values[i] = span{-1, -1}
+	}
+}
+
+// parseObject reads one JSON object from p.dec, recording what object
+// needs to build the Object.
+func (p *objectParser) parseObject() error {
+	p.reset()
+	dec := p.dec
+	if k := dec.PeekKind(); k != '{' {
+		if _, err := dec.ReadToken(); err != nil {
+			return err
+		}
+		return fmt.Errorf("got JSON %v, want an object", k)
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return err
+	}
+	p.start = dec.InputOffset() - 1
+	for dec.PeekKind() != '}' {
+		pre := dec.InputOffset()
+		name, keyStart, err := p.readName()
+		if err != nil {
+			return err
+		}
+		m := member{pre: pre, keyStart: keyStart}
+		n := p.d.fields.child(name)
+		switch string(name) {
+		case "apiVersion":
+			m.role = roleAPIVersion
+			err = p.walkValue(n)
+		case "kind":
+			m.role = roleKind
+			if dec.PeekKind() == '"' {
+				var raw jsontext.Value
+				raw, err = dec.ReadValue()
+				if err == nil {
+					p.kindSet = len(raw) > len(`""`)
+					if n != nil {
+						p.setLeaves(n, p.appendString(raw))
+					}
+				}
+			} else {
+				err = p.walkValue(n)
+			}
+		case "metadata":
+			err = p.parseMetadata(n)
+		default:
+			err = p.walkValue(n)
+		}
+		if err != nil {
+			return err
+		}
+		m.end = dec.InputOffset()
+		p.top = append(p.top, m)
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return err
+	}
+	p.end = dec.InputOffset()
+	return nil
+}
+
+// parseMetadata reads the value of the metadata member.
+func (p *objectParser) parseMetadata(n *fieldNode) error {
+	dec := p.dec
+	if dec.PeekKind() != '{' {
+		return p.walkValue(n)
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return err
+	}
+	for dec.PeekKind() != '}' {
+		pre := dec.InputOffset()
+		name, keyStart, err := p.readName()
+		if err != nil {
+			return err
+		}
+		m := member{pre: pre, keyStart: keyStart}
+		c := n.child(name)
+		switch string(name) {
+		case "name":
+			err = p.metaString(&p.name, c)
+		case "namespace":
+			err = p.metaString(&p.namespace, c)
+		case "uid":
+			err = p.metaString(&p.uid, c)
+		case "resourceVersion":
+			err = p.metaString(&p.rv, c)
+		case "creationTimestamp":
+			err = p.metaString(&p.created, c)
+		case "deletionTimestamp":
+			err = p.metaString(&p.deleted, c)
+		case "labels":
+			err = p.readStringMap(&p.labels, c)
+		case "annotations":
+			if p.annotations {
+				err = p.readStringMap(&p.annots, c)
+			} else {
+				err = p.walkValue(c)
+			}
+		case "managedFields":
+			if p.d.keepManagedFields {
+				err = p.walkValue(c)
+			} else {
+				// The old transform removed managedFields before reading
+				// selectable fields, so paths into it find nothing.
+				m.cut = true
+				err = p.skip()
+			}
+		default:
+			err = p.walkValue(c)
+		}
+		if err != nil {
+			return err
+		}
+		m.end = dec.InputOffset()
+		p.meta = append(p.meta, m)
+	}
+	_, err := dec.ReadToken()
+	return err
+}
+
+// readName reads an object member's name. It returns the name unescaped,
+// valid until the next read, and the offset of its opening quote.
+func (p *objectParser) readName() ([]byte, int64, error) {
+	raw, err := p.dec.ReadValue()
+	if err != nil {
+		return nil, 0, err
+	}
+	start := p.dec.InputOffset() - int64(len(raw))
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return raw[1 : len(raw)-1], start, nil
+	}
+	p.key, err = jsontext.AppendUnquote(p.key[:0], raw)
+	return p.key, start, err
+}
+
+// metaString reads a metadata string into dst; like Unstructured's
+// getters, it leaves dst empty for any other JSON value.
+func (p *objectParser) metaString(dst *span, n *fieldNode) error {
+	if p.dec.PeekKind() != '"' {
+		return p.walkValue(n)
+	}
+	raw, err := p.dec.ReadValue()
+	if err != nil {
+		return err
+	}
+	*dst = p.appendString(raw)
+	p.setLeaves(n, *dst)
+	return nil
+}
+
+// readStringMap reads labels or annotations as Unstructured's
+// NestedNullCoercingStringMap does: null values become "", and any other
+// non-string value invalidates the whole map.
+func (p *objectParser) readStringMap(m *stringMap, n *fieldNode) error {
+	dec := p.dec
+	switch dec.PeekKind() {
+	case '{':
+	case 'n':
+		return p.skip()
+	default:
+		m.invalid = true
+		return p.walkValue(n)
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return err
+	}
+	for dec.PeekKind() != '}' {
+		name, _, err := p.readName()
+		if err != nil {
+			return err
+		}
+		c := n.child(name)
+		k := p.appendBytes(name)
+		switch dec.PeekKind() {
+		case '"':
+			raw, err := dec.ReadValue()
+			if err != nil {
+				return err
+			}
+			v := p.appendString(raw)
+			m.pairs = append(m.pairs, k, v)
+			p.setLeaves(c, v)
+		case 'n':
+			if _, err := dec.ReadToken(); err != nil {
+				return err
+			}
+			m.pairs = append(m.pairs, k, span{})
+		default:
+			m.invalid = true
+			if err := p.walkValue(c); err != nil {
+				return err
+			}
+		}
+	}
+	_, err := dec.ReadToken()
+	return err
+}
+
+// walkValue reads the next value, recording it for the selectable fields
+// ending at n and descending into objects for those below n. Values no
+// field asks for are skipped.
+func (p *objectParser) walkValue(n *fieldNode) error {
+	if n == nil {
+		return p.skip()
+	}
+	switch p.dec.PeekKind() {
+	case '{':
+		if len(n.children) == 0 {
+			return p.skip()
+		}
+		return p.walkObject(n)
+	case '"', '0', 't', 'f':
+		raw, err := p.dec.ReadValue()
+		if err != nil || len(n.leaves) == 0 {
+			return err
+		}
+		if s, ok := p.appendScalar(raw); ok {
+			p.setLeaves(n, s)
+		}
+		return nil
+	default: // arrays and null are no field's value; errors surface here
+		return p.skip()
+	}
+}
+
+func (p *objectParser) walkObject(n *fieldNode) error {
+	if _, err := p.dec.ReadToken(); err != nil {
+		return err
+	}
+	for p.dec.PeekKind() != '}' {
+		name, _, err := p.readName()
+		if err != nil {
+			return err
+		}
+		if err := p.walkValue(n.child(name)); err != nil {
+			return err
+		}
+	}
+	_, err := p.dec.ReadToken()
+	return err
+}
+
+// skip reads past the next value. ReadValue rather than SkipValue: it
+// scans an object or array in one loop instead of one token per call,
+// which is measurably faster, and it validates just the same. It needs the
+// whole value in the decoder's buffer: with decode's input that is free;
+// in a stream it is at most one member of one object.
+func (p *objectParser) skip() error {
+	_, err := p.dec.ReadValue()
+	return err
+}
+
+func (p *objectParser) setLeaves(n *fieldNode, s span) {
+	if n == nil {
+		return
+	}
+	for _, i := range n.leaves {
+		p.values[i] = s
+	}
+}
+
+func (p *objectParser) appendBytes(b []byte) span {
+	start := len(p.arena)
+	p.arena = append(p.arena, b...)
+	return span{start, len(p.arena)}
+}
+
+// appendString adds a JSON string, already validated by the decoder, to
+// the arena unescaped.
+func (p *objectParser) appendString(raw []byte) span {
+	start := len(p.arena)
+	if bytes.IndexByte(raw, '\\') < 0 {
+		p.arena = append(p.arena, raw[1:len(raw)-1]...)
+	} else {
+		// Cannot fail: the decoder has validated raw.
+		p.arena, _ = jsontext.AppendUnquote(p.arena, raw)
+	}
+	return span{start, len(p.arena)}
+}
+
+// appendScalar adds a scalar rendered as the old transform rendered
+// selectable fields, as field selectors compare them: strings as they are, booleans
+// as true/false, numbers that fit int64 in base 10, other numbers as the
+// shortest decimal of their float64. A number beyond float64's range, which
+// the old transform could not decode at all, yields no value.
+func (p *objectParser) appendScalar(raw []byte) (span, bool) {
+	start := len(p.arena)
+	switch raw[0] {
+	case '"':
+		return p.appendString(raw), true
+	case 't':
+		p.arena = append(p.arena, "true"...)
+	case 'f':
+		p.arena = append(p.arena, "false"...)
+	default:
+		if i, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+			p.arena = strconv.AppendInt(p.arena, i, 10)
+		} else if f, err := strconv.ParseFloat(string(raw), 64); err == nil {
+			p.arena = strconv.AppendFloat(p.arena, f, 'f', -1, 64)
+		} else {
+			return span{}, false
+		}
+	}
+	return span{start, len(p.arena)}, true
+}
+
+// object builds the Object parseObject read. src holds the input from
+// offset base on, including the whole object.
+func (p *objectParser) object(src []byte, base int64) (*Object, error) {
+	raw, err := p.raw(src[p.start-base:p.end-base], p.start)
+	if err != nil {
+		return nil, err
+	}
+	d := p.d
+	if !p.kindSet {
+		// The inserted apiVersion and kind are what paths there find now.
+		for _, i := range d.typeFields {
+			switch d.selectableFields[i] {
+			case "apiVersion":
+				p.values[i] = p.appendText(d.gvk.GroupVersion().String())
+			case "kind":
+				p.values[i] = p.appendText(d.gvk.Kind)
+			default:
+				p.values[i] = span{-1, -1}
+			}
+		}
+	}
+	arena := string(p.arena)
+	str := func(s span) string { return arena[s.start:s.end] }
+
+	o := &Object{Raw: raw}
+	o.Namespace = str(p.namespace)
+	o.Name = str(p.name)
+	o.UID = types.UID(str(p.uid))
+	o.ResourceVersion = str(p.rv)
+	o.RV, _ = strconv.ParseUint(o.ResourceVersion, 10, 64)
+	o.Labels = p.labels.build(arena)
+	if p.annotations {
+		o.Annotations = p.annots.build(arena)
+	}
+	// As Unstructured's getters do: an unparsable time reads as zero, and
+	// a zero deletionTimestamp as none.
+	_ = o.CreationTimestamp.UnmarshalQueryParameter(str(p.created))
+	if s := str(p.deleted); s != "" {
+		var deleted metav1.Time
+		if _ = deleted.UnmarshalQueryParameter(s); !deleted.IsZero() {
+			o.DeletionTimestamp = &deleted
+		}
+	}
+	n := 0
+	for _, v := range p.values {
+		if v.start >= 0 {
+			n++
+		}
+	}
+	if n > 0 {
+		o.extra = make([]string, 0, 2*n)
+		for i, v := range p.values {
+			if v.start >= 0 {
+				o.extra = append(o.extra, d.selectableFields[i], str(v))
+			}
+		}
+	}
+	return o, nil
+}
+
+func (p *objectParser) appendText(s string) span {
+	start := len(p.arena)
+	p.arena = append(p.arena, s...)
+	return span{start, len(p.arena)}
+}
+
+// build returns the map, nil when it is absent, empty or invalid.
+func (m *stringMap) build(arena string) map[string]string {
+	if m.invalid || len(m.pairs) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m.pairs)/2)
+	for i := 0; i < len(m.pairs); i += 2 {
+		k, v := m.pairs[i], m.pairs[i+1]
+		out[arena[k.start:k.end]] = arena[v.start:v.end]
+	}
+	return out
+}
+
+// raw returns a fresh copy of obj, the object's bytes starting at input
+// offset start, with the members parseObject marked cut left out and, for
+// an object without a kind, apiVersion and kind inserted first. Whitespace
+// that holds a line break or tab is removed, so Raw fits on one line.
+func (p *objectParser) raw(obj []byte, start int64) ([]byte, error) {
+	insert := !p.kindSet
+	if insert {
+		// Replace apiVersion and kind as the old transform's
+		// SetAPIVersion and SetKind did.
+		for i := range p.top {
+			p.top[i].cut = p.top[i].role != roleOther
+		}
+	}
+	p.cuts = appendCuts(p.cuts[:0], p.top)
+	p.cuts = appendCuts(p.cuts, p.meta)
+	slices.SortFunc(p.cuts, func(a, b cut) int { return int(a.start - b.start) })
+
+	size := len(obj)
+	for _, c := range p.cuts {
+		size -= int(c.end - c.start)
+	}
+	comma := false
+	if insert {
+		size += len(p.d.typeMembers)
+		for _, m := range p.top {
+			if !m.cut {
+				comma = true
+				size++
+				break
+			}
+		}
+	}
+	out := make([]byte, 0, size)
+	out = append(out, '{')
+	if insert {
+		out = append(out, p.d.typeMembers...)
+		if comma {
+			out = append(out, ',')
+		}
+	}
+	pos := int64(1)
+	for _, c := range p.cuts {
+		out = append(out, obj[pos:c.start-start]...)
+		pos = c.end - start
+	}
+	out = append(out, obj[pos:]...)
+	if len(out) != size {
+		return nil, fmt.Errorf("internal error: built %d bytes, want %d", len(out), size)
+	}
+	// JSON strings cannot hold these bytes raw, so any is whitespace.
+	if bytes.IndexByte(out, '\n') >= 0 || bytes.IndexByte(out, '\r') >= 0 || bytes.IndexByte(out, '\t') >= 0 {
+		v := jsontext.Value(out)
+		if err := v.Compact(); err != nil {
+			return nil, err
+		}
+		out = append(make([]byte, 0, len(v)), v...)
+	}
+	return out, nil
+}
+
+// appendCuts appends the byte ranges that remove the members marked cut
+// from one object while keeping its commas right: a member after a kept
+// one goes with the comma before it, and a member with no kept one
+// before it goes with the comma after it (up to the next member's name).
+func appendCuts(cuts []cut, ms []member) []cut {
+	kept := false
+	for i, m := range ms {
+		switch {
+		case !m.cut:
+			kept = true
+		case kept:
+			cuts = append(cuts, cut{m.pre, m.end})
+		case i+1 < len(ms):
+			cuts = append(cuts, cut{m.keyStart, ms[i+1].keyStart})
+		default:
+			cuts = append(cuts, cut{m.keyStart, m.end})
+		}
+	}
+	return cuts
+}
+
+// recorder keeps the bytes a jsontext.Decoder reads from a stream, from a
+// point the caller moves forward (discard) on. The decoder's own buffer
+// holds only a few KiB and drops what it has parsed; the recorder keeps an
+// object's bytes until the decoder has validated all of them and Raw is
+// copied out, so a list body is never held whole.
+type recorder struct {
+	r    io.Reader
+	buf  []byte
+	base int64 // stream offset of buf[0]
+	err  error // the first error r returned other than io.EOF
+}
+
+func (r *recorder) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	r.buf = append(r.buf, p[:n]...)
+	if err != nil && err != io.EOF && r.err == nil {
+		r.err = err
+	}
+	return n, err
+}
+
+// discard drops the bytes before stream offset off.
+func (r *recorder) discard(off int64) {
+	rest := r.buf[off-r.base:]
+	if cap(r.buf) > 1<<20 && len(rest) < cap(r.buf)/4 {
+		// Do not keep a huge object's buffer for the rest of the stream.
+		r.buf = append(make([]byte, 0, max(len(rest), 4<<10)), rest...)
+	} else {
+		r.buf = r.buf[:copy(r.buf, rest)]
+	}
+	r.base = off
+}
+
+// stream decodes objects from a list body or watch stream.
+type stream struct {
+	d   *objectDecoder
+	rec recorder
+	dec *jsontext.Decoder
+	p   objectParser
+}
+
+func newStream(r io.Reader, d *objectDecoder) *stream {
+	s := &stream{d: d}
+	s.rec.r = r
+	s.dec = jsontext.NewDecoder(&s.rec)
+	s.p.d, s.p.dec = d, s.dec
+	return s
+}
+
+// object decodes the object at the decoder's position.
+func (s *stream) object(annotations bool) (*Object, error) {
+	s.rec.discard(s.dec.InputOffset())
+	s.p.annotations = annotations
+	if err := s.p.parseObject(); err != nil {
+		return nil, err
+	}
+	return s.p.object(s.rec.buf, s.rec.base)
+}
+
+// readString reads a string value; null reads as "".
+func (s *stream) readString() (string, error) {
+	switch s.dec.PeekKind() {
+	case 'n':
+		return "", s.p.skip()
+	case '"':
+	default:
+		if err := s.p.skip(); err != nil {
+			return "", err
+		}
+		return "", fmt.Errorf("%s: want a string", s.dec.StackPointer())
+	}
+	raw, err := s.dec.ReadValue()
+	if err != nil {
+		return "", err
+	}
+	b, err := jsontext.AppendUnquote(nil, raw)
+	return string(b), err
+}
+
+// objectList is a list response decoded by decodeList. *objectList works
+// with meta.ListAccessor, meta.ExtractList(WithAlloc) and
+// meta.EachListItem(WithAlloc), as client-go's pager and reflector use
+// them.
+type objectList struct {
+	metav1.ListMeta
+	Items []*Object
+}
+
+var _ runtime.Object = (*objectList)(nil)
+
+// GetObjectKind implements runtime.Object.
+func (l *objectList) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject implements runtime.Object. Objects are immutable, so the
+// copy shares them.
+func (l *objectList) DeepCopyObject() runtime.Object {
+	c := &objectList{Items: slices.Clone(l.Items)}
+	l.ListMeta.DeepCopyInto(&c.ListMeta)
+	return c
+}
+
+// decodeList reads a list response body, such as
+// {"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"12"},"items":[...]},
+// decoding its items one at a time as they arrive.
+func (d *objectDecoder) decodeList(r io.Reader) (*objectList, error) {
+	s := newStream(r, d)
+	l, err := s.list()
+	if err != nil {
+		if s.rec.err != nil {
+			err = s.rec.err
+		}
+		return nil, fmt.Errorf("decode %s list: %w", d.gvk.Kind, err)
+	}
+	return l, nil
+}
+
+func (s *stream) list() (*objectList, error) {
+	dec := s.dec
+	tok, err := dec.ReadToken()
+	if err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF // an empty body is no list
+		}
+		return nil, err
+	}
+	if tok.Kind() != '{' {
+		return nil, fmt.Errorf("got JSON %v, want an object", tok.Kind())
+	}
+	l := &objectList{}
+	for dec.PeekKind() != '}' {
+		name, _, err := s.p.readName()
+		if err != nil {
+			return nil, err
+		}
+		switch string(name) {
+		case "metadata":
+			err = s.listMeta(&l.ListMeta)
+		case "items":
+			l.Items, err = s.items()
+		default:
+			err = s.p.skip()
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, err
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		if err == nil {
+			err = errors.New("data after the list")
+		}
+		return nil, err
+	}
+	return l, nil
+}
+
+func (s *stream) items() ([]*Object, error) {
+	dec := s.dec
+	switch dec.PeekKind() {
+	case 'n':
+		return nil, s.p.skip()
+	case '[':
+	default:
+		if err := s.p.skip(); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("items: want an array")
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, err
+	}
+	items := []*Object{}
+	for dec.PeekKind() != ']' {
+		o, err := s.object(false)
+		if err != nil {
+			return nil, fmt.Errorf("items[%d]: %w", len(items), err)
+		}
+		items = append(items, o)
+	}
+	_, err := dec.ReadToken()
+	return items, err
+}
+
+func (s *stream) listMeta(m *metav1.ListMeta) error {
+	dec := s.dec
+	switch dec.PeekKind() {
+	case 'n':
+		return s.p.skip()
+	case '{':
+	default:
+		if err := s.p.skip(); err != nil {
+			return err
+		}
+		return errors.New("metadata: want an object")
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return err
+	}
+	for dec.PeekKind() != '}' {
+		name, _, err := s.p.readName()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "resourceVersion":
+			m.ResourceVersion, err = s.readString()
+		case "continue":
+			m.Continue, err = s.readString()
+		case "selfLink":
+			m.SelfLink, err = s.readString()
+		case "remainingItemCount":
+			m.RemainingItemCount, err = s.readInt()
+		default:
+			err = s.p.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	_, err := dec.ReadToken()
+	return err
+}
+
+// readInt reads an integer value; null reads as nil.
+func (s *stream) readInt() (*int64, error) {
+	if s.dec.PeekKind() == 'n' {
+		return nil, s.p.skip()
+	}
+	raw, err := s.dec.ReadValue()
+	if err != nil {
+		return nil, err
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("%s: want an integer, got %s", s.dec.StackPointer(), raw)
+	}
+	return &n, nil
+}
+
+// watchDecoder reads the apiserver's JSON watch stream: one
+// {"type":...,"object":{...}} value after another. Decode is called from
+// one goroutine (watch.StreamWatcher's); Close may be called from any.
+type watchDecoder struct {
+	rc io.ReadCloser
+	s  *stream
+}
+
+// newWatchDecoder returns a watch.Decoder for the watch stream rc of d's
+// resource. ADDED, MODIFIED and DELETED events carry an *Object; BOOKMARK
+// events an *Object that also has its annotations (the reflector looks for
+// k8s.io/initial-events-end); ERROR events a *metav1.Status.
+//
+// Decode returns io.EOF when the stream ends between events,
+// io.ErrUnexpectedEOF when it ends inside one, and the stream's own error
+// when reading fails, as watch.StreamWatcher expects.
+func newWatchDecoder(rc io.ReadCloser, d *objectDecoder) watch.Decoder {
+	return &watchDecoder{rc: rc, s: newStream(rc, d)}
+}
+
+// Close closes the stream, which ends a Decode in progress.
+func (w *watchDecoder) Close() { w.rc.Close() }
+
+// Decode reads the next event.
+func (w *watchDecoder) Decode() (watch.EventType, runtime.Object, error) {
+	typ, obj, err := w.s.event()
+	switch {
+	case err == nil:
+		return typ, obj, nil
+	case err == io.EOF:
+		return "", nil, io.EOF
+	case w.s.rec.err != nil:
+		return "", nil, w.s.rec.err
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "", nil, io.ErrUnexpectedEOF
+	}
+	return "", nil, fmt.Errorf("decode %s watch event: %w", w.s.d.gvk.Kind, err)
+}
+
+func (s *stream) event() (watch.EventType, runtime.Object, error) {
+	dec := s.dec
+	s.rec.discard(dec.InputOffset())
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return "", nil, err // io.EOF between events
+	}
+	if tok.Kind() != '{' {
+		return "", nil, fmt.Errorf("got JSON %v, want an event object", tok.Kind())
+	}
+	var (
+		typ    watch.EventType
+		obj    runtime.Object
+		early  []byte // the object, when it came before the type
+		object bool
+	)
+	for dec.PeekKind() != '}' {
+		name, _, err := s.p.readName()
+		if err != nil {
+			return "", nil, err
+		}
+		switch string(name) {
+		case "type":
+			typ, err = s.eventType()
+		case "object":
+			object = true
+			if typ != "" {
+				obj, err = s.eventObject(typ)
+				break
+			}
+			var raw jsontext.Value
+			if raw, err = dec.ReadValue(); err == nil {
+				early = bytes.Clone(raw)
+			}
+		default:
+			err = s.p.skip()
+		}
+		if err != nil {
+			return "", nil, err
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return "", nil, err
+	}
+	switch {
+	case typ == "":
+		return "", nil, errors.New("watch event without a type")
+	case !object:
+		return "", nil, fmt.Errorf("%s watch event without an object", typ)
+	case early != nil:
+		obj, err = s.d.eventObject(typ, early)
+	}
+	return typ, obj, err
+}
+
+func (s *stream) eventType() (watch.EventType, error) {
+	if s.dec.PeekKind() != '"' {
+		if err := s.p.skip(); err != nil {
+			return "", err
+		}
+		return "", errors.New("watch event type is not a string")
+	}
+	raw, err := s.dec.ReadValue()
+	if err != nil {
+		return "", err
+	}
+	name := raw[1 : len(raw)-1]
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		if name, err = jsontext.AppendUnquote(nil, raw); err != nil {
+			return "", err
+		}
+	}
+	for _, t := range []watch.EventType{watch.Added, watch.Modified, watch.Deleted, watch.Bookmark, watch.Error} {
+		if string(name) == string(t) {
+			return t, nil
+		}
+	}
+	return "", fmt.Errorf("got invalid watch event type: %q", name)
+}
+
+// eventObject decodes the object of an event of type typ from the stream.
+func (s *stream) eventObject(typ watch.EventType) (runtime.Object, error) {
+	if typ == watch.Error {
+		raw, err := s.dec.ReadValue()
+		if err != nil {
+			return nil, err
+		}
+		return decodeStatus(raw)
+	}
+	return s.object(typ == watch.Bookmark)
+}
+
+// eventObject decodes the object of an event of type typ from b.
+func (d *objectDecoder) eventObject(typ watch.EventType, b []byte) (runtime.Object, error) {
+	switch typ {
+	case watch.Error:
+		return decodeStatus(b)
+	case watch.Bookmark:
+		p := parserPool.Get().(*objectParser)
+		defer p.release()
+		p.in = *bytes.NewBuffer(b)
+		p.own.Reset(&p.in)
+		p.dec, p.d, p.annotations = &p.own, d, true
+		if err := p.parseObject(); err != nil {
+			return nil, err
+		}
+		return p.object(b, 0)
+	}
+	return d.decode(b)
+}
+
+// decodeStatus decodes the object of an ERROR event. They are rare and
+// small, so encoding/json is fine here.
+func decodeStatus(b []byte) (*metav1.Status, error) {
+	st := &metav1.Status{}
+	if err := json.Unmarshal(b, st); err != nil {
+		return nil, fmt.Errorf("decode ERROR watch event: %w", err)
+	}
+	return st, nil
+}
