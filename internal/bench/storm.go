@@ -166,10 +166,19 @@ func scenarioColdStart(ctx context.Context, env *Env, z Sizes, log io.Writer) ([
 	// What the gateway's start is judged against: one plain JSON LIST of
 	// the same Pods from kube-apiserver, read to the last byte, the least
 	// any client needs to see them all.
+	api0, err := ReadCPU(env.APIServerPID)
+	if err != nil {
+		return nil, err
+	}
 	list, size, err := timeJSONList(ctx, env, pods)
 	if err != nil {
 		return nil, err
 	}
+	api1, err := ReadCPU(env.APIServerPID)
+	if err != nil {
+		return nil, err
+	}
+	listCPU := api1.Since(api0)
 	fmt.Fprintf(log, "  apiserver/json: one LIST of %d pods (%.0f MiB) in %v\n", pods, mib(size), list.Round(time.Millisecond))
 	empty, err := StartGateway(ctx, GatewayOptions{Binary: env.GatewayBinary, Kubeconfig: env.Kubeconfig, Dir: env.Dir, Resources: []string{"namespaces"}})
 	if err != nil {
@@ -181,12 +190,28 @@ func scenarioColdStart(ctx context.Context, env *Env, z Sizes, log io.Writer) ([
 	if err != nil {
 		return nil, err
 	}
+	api2, err := ReadCPU(env.APIServerPID)
+	if err != nil {
+		return nil, err
+	}
 	g, err := StartGateway(ctx, GatewayOptions{Binary: env.GatewayBinary, Kubeconfig: env.Kubeconfig, Dir: env.Dir, Resources: []string{"pods"}})
 	if err != nil {
 		return nil, err
 	}
 	defer g.Stop()
 	ready := g.Ready.Sub(g.Started)
+	// Both sides' CPU up to ready, to tell which one the start waited on.
+	gwCPU, err := ReadProc(g.PID)
+	if err != nil {
+		return nil, err
+	}
+	api3, err := ReadCPU(env.APIServerPID)
+	if err != nil {
+		return nil, err
+	}
+	startCPU := api3.Since(api2)
+	fmt.Fprintf(log, "  CPU: kube-apiserver %v for the LIST, %v while the gateway started; the gateway %v up to ready\n",
+		listCPU.Round(time.Millisecond), startCPU.Round(time.Millisecond), gwCPU.CPU.Round(time.Millisecond))
 	time.Sleep(2 * z.Settle)
 	// VmHWM is the peak since the process started, sync included.
 	steady, err := ReadProc(g.PID)
@@ -208,6 +233,11 @@ func scenarioColdStart(ctx context.Context, env *Env, z Sizes, log io.Writer) ([
 		// the ratio the goal is stated in.
 		{"coldstart", ArmJSON, "time to ready" + m, "ms", float64(list) / 1e6},
 		{"coldstart", ArmJSON, "LIST size" + m, "MiB", mib(size)},
+		// The serving process's CPU for the one LIST, against
+		// kube-apiserver's while serving the gateway's start.
+		{"coldstart", ArmJSON, "apiserver CPU to ready" + m, "ms", Milliseconds(listCPU)},
+		{"coldstart", ArmGateway, "apiserver CPU to ready" + m, "ms", Milliseconds(startCPU)},
+		{"coldstart", ArmGateway, "gateway CPU to ready" + m, "ms", Milliseconds(gwCPU.CPU)},
 		{"coldstart", ArmGateway, "peak RSS" + m, "MiB", mib(steady.HWM)},
 		{"coldstart", ArmGateway, "steady RSS" + m, "MiB", mib(steady.RSS)},
 		{"coldstart", ArmGateway, "heap in use (no GC) / JSON size" + m, "x", ratio},
