@@ -129,11 +129,7 @@ func armPID(env *Env, arm string) int {
 // writeBaseline measures the CPU kube-apiserver and the gateway spend on
 // plan's writes with no subscribers.
 func writeBaseline(ctx context.Context, env *Env, z Sizes, plan UpdatePlan) (api, gw time.Duration, err error) {
-	a0, err := ReadProc(env.APIServerPID)
-	if err != nil {
-		return 0, 0, err
-	}
-	g0, err := ReadProc(env.GatewayPID)
+	g0, a0, err := readBoth(env)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -146,15 +142,11 @@ func writeBaseline(ctx context.Context, env *Env, z Sizes, plan UpdatePlan) (api
 	}
 	// Let the gateway's informer finish with the last events.
 	time.Sleep(z.Settle / 4)
-	a1, err := ReadProc(env.APIServerPID)
+	g1, a1, err := readBoth(env)
 	if err != nil {
 		return 0, 0, err
 	}
-	g1, err := ReadProc(env.GatewayPID)
-	if err != nil {
-		return 0, 0, err
-	}
-	return a1.Sub(a0), g1.Sub(g0), nil
+	return a1.Since(a0), g1.Since(g0), nil
 }
 
 // fanoutScenario runs spec on each arm after a no-subscriber baseline.
