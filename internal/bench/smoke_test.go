@@ -160,6 +160,10 @@ func TestSmoke(t *testing.T) {
 	}
 	positive("coldstart", ArmJSON, fmt.Sprintf("time to ready (%d pods)", pods))
 	positive("coldstart", ArmJSON, fmt.Sprintf("LIST size (%d pods)", pods))
+	positive("coldstart", ArmGateway, fmt.Sprintf("gateway CPU to ready (%d pods)", pods))
+	for _, arm := range []string{ArmGateway, ArmJSON} {
+		want("coldstart", arm, fmt.Sprintf("apiserver CPU to ready (%d pods)", pods))
+	}
 	// CPU less an idle baseline: a few updates may not rise above the
 	// noise, so only its presence is checked.
 	for _, arm := range []string{ArmGateway, ArmAPIServer} {
