@@ -105,6 +105,7 @@ func clientConfig(cfg config.Config) (*rest.Config, string, error) {
 	}
 	kc.UserAgent = "kubegate"
 	kc.QPS, kc.Burst = cfg.APIServer.QPS, cfg.APIServer.Burst
+	kc.DisableCompression = !cfg.APIServer.Compression
 	return kc, source, nil
 }
 

@@ -299,10 +299,12 @@ func TestClientConfigLimits(t *testing.T) {
 		qps       float32
 		burst     int
 		throttled bool
+		gzip      bool
 	}{
-		{nil, 50, 100, true},
-		{[]string{"--kube-api-qps", "200", "--kube-api-burst", "400"}, 200, 400, true},
-		{[]string{"--kube-api-qps", "-1"}, -1, 100, false},
+		{nil, 50, 100, true, false},
+		{[]string{"--kube-api-qps", "200", "--kube-api-burst", "400"}, 200, 400, true, false},
+		{[]string{"--kube-api-qps", "-1"}, -1, 100, false, false},
+		{[]string{"--kube-api-compression"}, 50, 100, true, true},
 	} {
 		fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 		cfg, err := config.Parse(fs, append([]string{"--kubeconfig", kubeconfig}, tc.args...))
@@ -315,6 +317,9 @@ func TestClientConfigLimits(t *testing.T) {
 		}
 		if kc.QPS != tc.qps || kc.Burst != tc.burst || kc.UserAgent != "kubegate" {
 			t.Errorf("%v: QPS %v, Burst %d, UserAgent %q; want %v, %d, kubegate", tc.args, kc.QPS, kc.Burst, kc.UserAgent, tc.qps, tc.burst)
+		}
+		if kc.DisableCompression == tc.gzip {
+			t.Errorf("%v: DisableCompression %v, want %v", tc.args, kc.DisableCompression, !tc.gzip)
 		}
 		// The limits reach the clients built from it.
 		rc, err := rest.RESTClientFor(withCodec(kc))

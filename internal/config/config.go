@@ -96,6 +96,12 @@ type APIServer struct {
 	// Defaults 50 and 100.
 	QPS   float32 `json:"qps,omitempty"`
 	Burst int     `json:"burst,omitempty"`
+	// Compression asks kube-apiserver to gzip its answers. Default false:
+	// the gateway's lists and watches are its largest reads, and
+	// compressing them costs kube-apiserver and the gateway CPU that a
+	// link inside a cluster or data centre does not repay (measured in
+	// docs/benchmarks.md). Turn it on for an apiserver across a slow link.
+	Compression bool `json:"compression,omitempty"`
 }
 
 // Log configures logging.
@@ -327,6 +333,7 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 	fs.StringVar(&c.Log.Format, "log-format", c.Log.Format, "log `format`: console or json")
 	fs.Float64Var(&apiQPS, "kube-api-qps", float64(c.APIServer.QPS), "requests per second the gateway sends to kube-apiserver, reviews for users included (negative: no client-side limit)")
 	fs.IntVar(&c.APIServer.Burst, "kube-api-burst", c.APIServer.Burst, "request burst the gateway sends to kube-apiserver")
+	fs.BoolVar(&c.APIServer.Compression, "kube-api-compression", c.APIServer.Compression, "ask kube-apiserver for gzip (for an apiserver across a slow link)")
 	fs.StringVar(&resources, "resources", "", "comma-separated `resources` to cache at start and gate readiness on (e.g. pods,deployments.apps)")
 	fs.DurationVar(&shutdown, "shutdown-timeout", time.Duration(c.ShutdownTimeout), "bound on graceful shutdown")
 	fs.DurationVar(&minResync, "min-resync", time.Duration(c.Cache.MinResync), "shortest resync period a client may ask for")
@@ -368,6 +375,9 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 		}
 		if set["kube-api-burst"] {
 			c.APIServer.Burst = flagged.APIServer.Burst
+		}
+		if set["kube-api-compression"] {
+			c.APIServer.Compression = flagged.APIServer.Compression
 		}
 		if set["authn"] {
 			c.Auth.Authn = flagged.Auth.Authn
