@@ -57,7 +57,8 @@ type faultProxy struct {
 	// mu guards fault, expire, hits and streams.
 	mu    sync.Mutex
 	fault *httpFault
-	// expire is how many more watch resumes to answer with 410 Expired.
+	// expire is how many more watch resumes to answer with 410 Expired;
+	// a list clears it.
 	expire  int
 	hits    []hit
 	streams map[*http.Request]context.CancelFunc
@@ -92,6 +93,8 @@ func newFaultProxy(t *testing.T, path string) *faultProxy {
 		expire := kind == kindWatch && f == nil && p.expire > 0
 		if expire {
 			p.expire--
+		} else if kind != kindWatch {
+			p.expire = 0 // the reflector relists anyway
 		}
 		p.hits = append(p.hits, hit{at: time.Now(), kind: kind, rv: r.URL.Query().Get("resourceVersion"), faulted: f != nil || expire})
 		if expire {
@@ -199,8 +202,10 @@ func (p *faultProxy) setFault(f *httpFault) {
 	}
 }
 
-// expireWatch cuts the watch streams being forwarded and answers the next
-// watch resume with 410 Expired, so the reflector has to relist.
+// expireWatch cuts the watch streams being forwarded and, unless the
+// reflector lists next anyway (it does after a watch that ended with an
+// error), answers its watch resume with 410 Expired: either way it
+// relists exactly once.
 func (p *faultProxy) expireWatch() {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -435,9 +435,9 @@ func writeBurst(t *testing.T, cs kubernetes.Interface, ns string, n int, written
 }
 
 // TestRelistUnderLoad makes the gateway's upstream relist in the middle of
-// a burst of writes: the proxy cuts the config maps watch (and would answer
-// a plain watch resume with 410 Expired; client-go's watch-list resumes by
-// listing anyway). Consumers watch throughout: listeners from a snapshot
+// a burst of writes: the proxy cuts the config maps watch, and answers
+// its resume with 410 Expired if the reflector tries to resume rather than
+// list. Consumers watch throughout: listeners from a snapshot
 // taken before the burst and from a LIST in the middle of it; over the
 // gateway's REST API, a client-go shared informer and a client that LISTs
 // mid-burst and WATCHes from the LIST's resourceVersion; a WebSocket
@@ -561,9 +561,11 @@ func TestRelistUnderLoad(t *testing.T) {
 		// relist, it reconnects from it: the resume must be exact.
 		if writtenAtRelist > 0 && !wsResumed {
 			relistRV := logs.FilterMessage("relisted").All()[0].ContextMap()["resourceVersion"].(uint64)
-			if rv := sub.resumePoint(); rv > relistRV {
+			if sub.resumePoint() > relistRV {
+				// Close first: the reader goes on processing frames
+				// until the socket is closed.
 				sub.close()
-				sub = dialSub(t, wsURL, ns, strconv.FormatUint(rv, 10), wsView)
+				sub = dialSub(t, wsURL, ns, strconv.FormatUint(sub.resumePoint(), 10), wsView)
 				wsResumed = true
 			}
 		}
