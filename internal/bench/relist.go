@@ -143,7 +143,9 @@ func (a *apiRelistArm) Name() string { return a.name }
 func (a *apiRelistArm) run(ctx context.Context, w *relistWatcher) {
 	defer a.client.CloseIdleConnections()
 	for ctx.Err() == nil {
-		expired, err := a.watch(ctx, w)
+		// A watch that ends without a 410 is resumed from w.last, whatever
+		// ended it.
+		expired, _ := a.watch(ctx, w)
 		if ctx.Err() != nil {
 			return
 		}
@@ -153,7 +155,6 @@ func (a *apiRelistArm) run(ctx context.Context, w *relistWatcher) {
 			}
 			continue
 		}
-		_ = err
 		w.reconnects++
 		pause(ctx)
 	}

@@ -344,15 +344,7 @@ func (a *jsonArm) receive(body io.ReadCloser, s *subscriber) {
 	}
 	br := bufio.NewReaderSize(body, 16<<10)
 	for {
-		line, err := br.ReadSlice('\n')
-		head := line
-		// Only the head of the line matters; skip the rest of long ones.
-		for errors.Is(err, bufio.ErrBufferFull) {
-			if len(head) == len(line) {
-				head = append([]byte(nil), line[:min(len(line), 2048)]...)
-			}
-			_, err = br.ReadSlice('\n')
-		}
+		head, err := readLine(br)
 		if err != nil {
 			if a.ctx.Err() == nil {
 				s.fail(err)
