@@ -434,6 +434,9 @@ func TestRelistUnderLoad(t *testing.T) {
 		names[i] = fmt.Sprintf("c%d", i)
 	}
 	create(t, cs, ns, names...)
+	// Changed only while the upstream is cut off, so only the relist's
+	// net effect can tell the consumers: gone is deleted, new is created.
+	create(t, cs, ns, "gone")
 	p := newFaultProxy(t, "/api/v1/configmaps")
 	// The upstream logs each relist with the list's resourceVersion.
 	core, logs := observer.New(zapcore.InfoLevel)
@@ -521,6 +524,8 @@ func TestRelistUnderLoad(t *testing.T) {
 			}
 		}()
 		p.expireWatch()
+		remove(t, cs, ns, "gone")
+		create(t, cs, ns, "new")
 	}, func() {
 		// Consumers read as they go, as clients do.
 		for _, s := range []*listenerClient{live, resumed} {
