@@ -83,65 +83,66 @@ func benchProc(b *testing.B, n, nsCount int) *processor {
 }
 
 // BenchmarkFanout measures the processor's cost per event delivered to N
-// listeners that each drain after every event. filter=broad: every listener
-// sees every event; filter=selective: each listener watches one of 100
-// namespaces, so about N/100 listeners match.
+// listeners. filter=broad: every listener sees every event;
+// filter=selective: each listener watches one of 100 namespaces, so about
+// N/100 listeners match. drain=1: every listener drains after each event,
+// as live sockets do; drain=64: after every 64 events, so backlogs build.
 func BenchmarkFanout(b *testing.B) {
-	for _, filter := range []string{"broad", "selective"} {
-		for _, n := range []int{1, 100, 1000} {
-			b.Run(fmt.Sprintf("filter=%s/listeners=%d", filter, n), func(b *testing.B) {
-				p := benchProc(b, 100, 100)
-				wake := make(chan struct{}, 1)
-				ls := make([]*Listener, n)
-				for i := range ls {
-					f := Filter{}
-					if filter == "selective" {
-						f.Namespace = "ns-" + strconv.Itoa(i%100)
+	for _, drainEvery := range []int{1, 64} {
+		for _, filter := range []string{"broad", "selective"} {
+			for _, n := range []int{1, 100, 1000} {
+				b.Run(fmt.Sprintf("drain=%d/filter=%s/listeners=%d", drainEvery, filter, n), func(b *testing.B) {
+					p := benchProc(b, 100, 100)
+					wake := make(chan struct{}, 1)
+					ls := make([]*Listener, n)
+					for i := range ls {
+						f := Filter{}
+						if filter == "selective" {
+							f.Namespace = "ns-" + strconv.Itoa(i%100)
+						}
+						l, err := p.addListener(ListenerOptions{Filter: f, Wake: wake, MaxEvents: 1 << 20, MaxBytes: 1 << 40})
+						if err != nil {
+							b.Fatal(err)
+						}
+						ls[i] = l
 					}
-					l, err := p.addListener(ListenerOptions{Filter: f, Wake: wake, MaxEvents: 1 << 20, MaxBytes: 1 << 40})
-					if err != nil {
-						b.Fatal(err)
-					}
-					ls[i] = l
-				}
-				defer func() {
-					for _, l := range ls {
-						l.Stop()
-					}
-				}()
-				pods := make([]*Object, 100)
-				for i := range pods {
-					pods[i] = benchPod(b, "ns-"+strconv.Itoa(i), "pod-"+strconv.Itoa(i), 1)
-				}
-				rv := uint64(1000)
-				buf := make([]Notification, 0, 16)
-				delivered := 0
-				i := 0
-				for b.Loop() {
-					old := pods[i%100]
-					o := *old
-					rv++
-					o.RV, o.ResourceVersion = rv, strconv.FormatUint(rv, 10)
-					update(b, p, &o)
-					pods[i%100] = &o
-					i++
-					// Drain every 64 events so backlogs stay small, as
-					// live sockets would.
-					if i%64 == 0 {
+					defer func() {
 						for _, l := range ls {
-							buf = l.Pop(buf[:0])
-							delivered += len(buf)
+							l.Stop()
+						}
+					}()
+					pods := make([]*Object, 100)
+					for i := range pods {
+						pods[i] = benchPod(b, "ns-"+strconv.Itoa(i), "pod-"+strconv.Itoa(i), 1)
+					}
+					rv := uint64(1000)
+					buf := make([]Notification, 0, 16)
+					delivered := 0
+					i := 0
+					for b.Loop() {
+						old := pods[i%100]
+						o := *old
+						rv++
+						o.RV, o.ResourceVersion = rv, strconv.FormatUint(rv, 10)
+						update(b, p, &o)
+						pods[i%100] = &o
+						i++
+						if i%drainEvery == 0 {
+							for _, l := range ls {
+								buf = l.Pop(buf[:0])
+								delivered += len(buf)
+							}
 						}
 					}
-				}
-				for _, l := range ls {
-					delivered += len(l.Pop(buf[:0]))
-				}
-				b.ReportMetric(float64(delivered)/b.Elapsed().Seconds(), "deliveries/s")
-				if delivered > 0 {
-					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(delivered), "ns/delivery")
-				}
-			})
+					for _, l := range ls {
+						delivered += len(l.Pop(buf[:0]))
+					}
+					b.ReportMetric(float64(delivered)/b.Elapsed().Seconds(), "deliveries/s")
+					if delivered > 0 {
+						b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(delivered), "ns/delivery")
+					}
+				})
+			}
 		}
 	}
 }
