@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"k8s.io/utils/buffer"
+	"k8s.io/utils/clock"
 )
 
 // NotificationType says what a Notification carries.
@@ -79,6 +80,11 @@ type ListenerOptions struct {
 	// 0 disables resync; a positive value below the manager's MinResync is
 	// raised to it.
 	ResyncPeriod time.Duration
+	// ResyncBudget, if set, is the resync allowance this listener shares
+	// with the other listeners of one client. A resync due while the
+	// budget is spent is postponed until it has refilled. Default: none
+	// (resyncs are bounded by MinResync only).
+	ResyncBudget *ResyncBudget
 	// SendInitialEvents starts the stream with a snapshot of the matching
 	// objects (as Added) and an EndOfSnapshot marker. Ignored when
 	// ResourceVersion is set.
@@ -101,16 +107,25 @@ type ListenerOptions struct {
 	// OnWake, if set, is called instead of sending on Wake. It suits a
 	// consumer that starts a goroutine only when there is work, rather
 	// than keeping one parked on a channel (an idle WebSocket keeps no
-	// writer goroutine). It is called with the resource's lock held, so it
-	// must return at once and must not call the listener or the resource.
+	// writer goroutine). It is called after the resource's lock is
+	// released, possibly from several goroutines at once; it must not
+	// block.
 	OnWake func()
 }
 
 const (
 	defaultMaxEvents = 4096
 	defaultMaxBytes  = 16 << 20
-	ringNormalSize   = 16
+	// ringNormalSize is the ring's capacity once drained: a live consumer
+	// that drains after every change reuses it instead of allocating it
+	// again for the next change.
+	ringNormalSize = 16
 )
+
+// newRing returns an empty ring that shrinks back to ringNormalSize.
+func newRing() buffer.Ring[Notification] {
+	return *buffer.NewRing[Notification](buffer.RingOptions{NormalSize: ringNormalSize})
+}
 
 // ListenerStats is a point-in-time view of a listener for status pages and
 // metrics.
@@ -122,60 +137,108 @@ type ListenerStats struct {
 	Collapses  uint64 // overflows resolved by collapsing
 	Resets     uint64 // overflows resolved by reset (and expired resumes)
 	Resyncs    uint64 // resyncs delivered
+	Deferred   uint64 // resyncs postponed by the ResyncBudget
 	Delivered  uint64 // notifications popped
 	LastRV     uint64 // RV of the last change popped
 	PendingFor time.Duration
 }
 
+// hub is what a Listener needs from its resource's processor, and all it
+// sees of it (as client-go's processorListener never references the
+// sharedProcessor).
+type hub interface {
+	// freeze calls fn while no change is being distributed, with the
+	// store as of one version.
+	freeze(fn func(c *storeCut))
+	// progress is the version up to which every change has been offered
+	// to the listeners.
+	progress() uint64
+	removeListener(l *Listener)
+}
+
 // Listener is one consumer's view of a resource: a filter, a bounded
 // growing ring of pending notifications and a resync schedule.
 //
-// A Listener has no goroutine. The processor appends under mu (never
-// blocking) and signals Wake (or calls OnWake); the consumer calls Pop. Lock
-// order: processor.mu before Listener.mu.
+// A Listener has no goroutine. The processor appends under its lock (never
+// blocking) and, once it has released its lock, signals Wake (or calls
+// OnWake); the consumer calls Pop. Lock order: the processor's lock before
+// Listener.mu.
 type Listener struct {
-	proc   *processor
-	filter Filter
-	policy OverflowPolicy
-	resync time.Duration
-	maxEv  int
-	maxB   int64
-	wake   chan<- struct{}
-	onWake func()
-	// removed is set once the processor has dropped the listener; guarded
-	// by processor.mu.
+	hub     hub
+	filter  Filter
+	key     indexKey // where the processor's index files it
+	policy  OverflowPolicy
+	resync  time.Duration
+	budget  *ResyncBudget
+	maxEv   int
+	maxB    int64
+	wake    chan<- struct{}
+	onWake  func()
+	metrics *resourceMetrics
+	clock   clock.PassiveClock
+
+	// Guarded by the processor's lock: removed is set once the processor
+	// has dropped the listener.
 	removed bool
+	// Guarded by the processor's resync lock: the listener's place in
+	// the resync schedule.
+	nextResync time.Time
+	heapIndex  int
 
 	// mu guards everything below.
 	mu sync.Mutex
-	// ring holds live notifications in order. It grows by doubling from
-	// empty and shrinks back once drained.
-	ring  buffer.Ring[Notification]
-	bytes int64
-	// needSnapshot: buffering is suspended; the next Pop emits (Reset, if
-	// needReset) a snapshot and EndOfSnapshot, then buffering resumes.
+	// ring holds live notifications in order. It grows by doubling and
+	// shrinks back to ringNormalSize once drained. read counts the
+	// notifications ever taken from it, written those ever put in, so a
+	// view can be placed between two of them.
+	ring          buffer.Ring[Notification]
+	read, written uint64
+	bytes         int64
+	// needSnapshot: buffering is suspended; the next Pop cuts a snapshot
+	// (behind a Reset, if needReset) and buffering resumes.
 	needSnapshot bool
 	needReset    bool
-	// resyncDue: the next Pop appends Sync notifications after the ring.
-	resyncDue  bool
-	nextResync time.Time
+	// view is a snapshot or resync being sent: it goes out once the ring
+	// has been read up to view.at, before the changes after it.
+	view *view
+	// resyncCost is what the last resync sent, the estimate charged to
+	// the budget for the next.
+	resyncCost int
 	// minRV: live changes at or below it are skipped (the consumer resumed
 	// from a version this gateway had not processed yet). Tombstones are
 	// not: their version is the deleted object's last one, not the
 	// deletion's.
 	minRV    uint64
 	oldestAt time.Time // when the oldest pending notification arrived
-	// progress is the resource's version as of the last Pop: the consumer
-	// has been handed every matching change up to it. See Progress.
+	// progress is the resource's version as of the last Pop that left
+	// nothing pending: the consumer has been handed every matching change
+	// up to it. See Progress.
 	progress uint64
 	stopped  bool
 	stats    ListenerStats
 }
 
+// view is a set of objects cut at one version, sent as a snapshot (Added,
+// then EndOfSnapshot) or a resync (Sync). The objects are candidates: the
+// filter is applied as they are sent (objects are immutable, so the
+// result is the same as filtering at the cut). A resync's chunks are
+// shared by every listener due at the same tick.
+type view struct {
+	chunks [][]any
+	typ    NotificationType
+	rv     uint64 // the version the objects reflect
+	at     uint64 // sent once the ring has been read up to here
+	reset  bool   // a Reset precedes the objects
+	chunk  int    // position: chunks[chunk][next]
+	next   int
+	sent   int
+}
+
 // Filter returns the listener's filter.
 func (l *Listener) Filter() Filter { return l.filter }
 
-// signal wakes the consumer without blocking.
+// signal wakes the consumer without blocking. Callers must not hold the
+// processor's lock.
 func (l *Listener) signal() {
 	if l.onWake != nil {
 		l.onWake()
@@ -187,17 +250,19 @@ func (l *Listener) signal() {
 	}
 }
 
-// offer appends a change if it passes the filter. Called by the processor
-// with processor.mu held; never blocks.
+// offer appends a change if it passes the filter, and reports whether
+// the consumer must be signalled: the listener had nothing pending, so no
+// earlier signal covers it. Called by the processor with its lock held;
+// never blocks.
 //
 // Like the apiserver's watch, a change that moves an object into a label
 // or field selector arrives as Added and one that moves it out as Deleted
 // (carrying the new state), so a consumer's view never keeps an object
 // that no longer matches.
-func (l *Listener) offer(n Notification, now time.Time) {
+func (l *Listener) offer(n Notification, now time.Time) (signal bool) {
 	if !l.filter.Matches(n.Object) {
 		if n.Type != Modified || n.prev == nil || !l.filter.Matches(n.prev) {
-			return
+			return false
 		}
 		n.Type = Deleted
 	} else if n.Type == Modified && n.prev != nil && !l.filter.Matches(n.prev) {
@@ -205,34 +270,45 @@ func (l *Listener) offer(n Notification, now time.Time) {
 	}
 	n.prev = nil
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.stopped || l.needSnapshot || n.RV <= l.minRV && n.RV != 0 && !n.tombstone {
-		l.mu.Unlock()
-		return
+		return false
 	}
+	idle := l.ring.Len() == 0 && l.view == nil
 	size := int64(len(n.Object.Raw))
 	if l.ring.Len() >= l.maxEv || l.bytes+size > l.maxB {
 		l.overflowLocked()
 		if l.needSnapshot {
-			l.mu.Unlock()
-			l.signal()
-			return
+			return true
 		}
 	}
 	if l.ring.Len() == 0 {
 		l.oldestAt = now
 	}
 	l.ring.WriteOne(n)
+	l.written++
 	l.bytes += size
-	l.mu.Unlock()
-	l.signal()
+	return idle
 }
 
 // overflowLocked applies the overflow policy. Caller must hold l.mu.
 func (l *Listener) overflowLocked() {
 	l.stats.Overflows++
-	l.proc.metrics.overflows.Inc()
+	l.metrics.overflows.Inc()
 	if l.policy == OverflowCollapse {
 		l.collapseLocked()
+		// The ring was rewritten: renumber it. A snapshot being sent
+		// stays ahead of every change; a pending resync is dropped, as
+		// its state is older than the collapsed changes (the next period
+		// brings another).
+		l.read, l.written = 0, uint64(l.ring.Len())
+		if v := l.view; v != nil {
+			if v.typ == Sync {
+				l.view = nil
+			} else {
+				v.at = 0
+			}
+		}
 		if l.ring.Len() <= l.maxEv*3/4 && l.bytes <= l.maxB*3/4 {
 			l.stats.Collapses++
 			return
@@ -244,12 +320,13 @@ func (l *Listener) overflowLocked() {
 // resetLocked drops the backlog and arranges Reset + snapshot on next Pop.
 func (l *Listener) resetLocked() {
 	l.stats.Resets++
-	l.proc.metrics.resets.Inc()
-	l.ring = buffer.Ring[Notification]{}
+	l.metrics.resets.Inc()
+	l.ring = newRing()
+	l.read, l.written = 0, 0
 	l.bytes = 0
 	l.needSnapshot = true
 	l.needReset = true
-	l.resyncDue = false // the snapshot supersedes a pending resync
+	l.view = nil // the snapshot supersedes what was being sent
 }
 
 // collapseLocked rewrites the ring to hold the latest state per object,
@@ -276,7 +353,7 @@ func (l *Listener) collapseLocked() {
 		e.last, e.pos = n, i
 		order = append(order, k)
 	}
-	l.ring = buffer.Ring[Notification]{}
+	l.ring = newRing()
 	l.bytes = 0
 	for i, k := range order {
 		e := byKey[k]
@@ -311,84 +388,132 @@ func collapsed(first, last Notification) []Notification {
 }
 
 // Pop appends everything pending to buf and returns it: first a Reset and
-// snapshot if one is due, else the buffered changes followed by Sync
-// notifications if a resync is due. It never blocks on the consumer.
+// snapshot if one is due, then the buffered changes, with the Sync
+// notifications of a resync where it fell due. It never blocks on the
+// consumer.
 func (l *Listener) Pop(buf []Notification) []Notification {
-	l.mu.Lock()
-	if !l.needSnapshot && !l.resyncDue {
-		// Read before draining: every change up to it was offered
-		// before it was published, so it is in the ring or popped.
-		progress := l.proc.progress.Load()
-		buf = l.drainLocked(buf)
-		l.progress = max(l.progress, progress)
-		l.mu.Unlock()
-		return buf
-	}
-	l.mu.Unlock()
+	return l.PopAtMost(buf, 0)
+}
 
-	// A snapshot must be cut while no change is being distributed, so take
-	// the processor's read lock first (lock order: processor, listener).
-	p := l.proc
-	p.mu.RLock()
-	defer p.mu.RUnlock()
+// PopAtMost is Pop appending at most limit notifications (0: none), so
+// that a consumer can stream a large snapshot in bounded chunks. What it
+// leaves stays pending and is not signalled again: call it until it
+// appends nothing.
+func (l *Listener) PopAtMost(buf []Notification, limit int) []Notification {
+	l.mu.Lock()
+	cut := l.needSnapshot
+	l.mu.Unlock()
+	if cut {
+		l.hub.freeze(l.cutSnapshot)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	switch {
-	case l.needSnapshot:
-		if l.needReset {
-			buf = append(buf, Notification{Type: Reset})
+	// Read before draining: every change up to it was offered before it
+	// was published, so it is in the ring or already popped.
+	progress := l.hub.progress()
+	start := len(buf)
+	for limit <= 0 || len(buf)-start < limit {
+		if v := l.view; v != nil && v.at == l.read {
+			room := 0
+			if limit > 0 {
+				room = limit - (len(buf) - start)
+			}
+			buf = l.sendViewLocked(buf, room)
+			if l.view != nil {
+				break // out of room
+			}
+			continue
 		}
-		buf = p.snapshotLocked(&l.filter, Added, buf)
-		buf = append(buf, Notification{Type: EndOfSnapshot, RV: p.lastRV})
-		l.needSnapshot, l.needReset = false, false
-		l.minRV = 0
-		l.progress = p.lastRV
-	case l.resyncDue:
-		buf = l.drainLocked(buf)
-		buf = p.snapshotLocked(&l.filter, Sync, buf)
-		l.progress = max(l.progress, p.lastRV)
-		l.resyncDue = false
-		l.stats.Resyncs++
-		p.metrics.resyncs.Inc()
-	default:
-		buf = l.drainLocked(buf)
-		l.progress = max(l.progress, p.lastRV)
+		n, ok := l.ring.ReadOne()
+		if !ok {
+			break
+		}
+		l.read++
+		l.bytes -= int64(len(n.Object.Raw))
+		buf = append(buf, n)
+		l.stats.Delivered++
+		l.stats.LastRV = n.RV
+	}
+	if l.ring.Len() == 0 && l.view == nil && !l.needSnapshot {
+		l.bytes = 0
+		l.progress = max(l.progress, progress)
 	}
 	return buf
 }
 
-// Progress returns the resource's resourceVersion as of the last Pop: the
-// consumer has been handed every change up to it that matches its filter,
-// and none after it that Pop did not return. It moves on with bookmarks
-// and with changes the filter drops, so a quiet filtered stream can
-// report progress (a REST watch's BOOKMARK) without resuming from a stale
-// version. 0 until the first Pop, and while a reset is pending.
+// cutSnapshot replaces a pending snapshot request by a view of the store;
+// buffering resumes behind it. Called through hub.freeze.
+func (l *Listener) cutSnapshot(c *storeCut) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.needSnapshot {
+		return // another Pop cut it
+	}
+	l.view = &view{chunks: c.chunks(&l.filter), typ: Added, rv: c.rv, at: l.read, reset: l.needReset}
+	l.needSnapshot, l.needReset = false, false
+	l.minRV = 0
+}
+
+// sendViewLocked appends up to room (0: no limit) notifications of the
+// view; it clears the view once it is all sent. Caller must hold l.mu.
+func (l *Listener) sendViewLocked(buf []Notification, room int) []Notification {
+	v := l.view
+	start := len(buf)
+	full := func() bool { return room > 0 && len(buf)-start >= room }
+	if v.reset {
+		buf = append(buf, Notification{Type: Reset})
+		v.reset = false
+	}
+	for ; v.chunk < len(v.chunks); v.chunk, v.next = v.chunk+1, 0 {
+		objs := v.chunks[v.chunk]
+		for v.next < len(objs) {
+			if full() {
+				return buf
+			}
+			o := objs[v.next].(*Object)
+			v.next++
+			if l.filter.Matches(o) {
+				buf = append(buf, Notification{Type: v.typ, Object: o, RV: o.RV})
+				v.sent++
+			}
+		}
+	}
+	if full() {
+		return buf // the EndOfSnapshot goes out with the next Pop
+	}
+	l.view = nil
+	if v.typ == Sync {
+		l.stats.Resyncs++
+		l.metrics.resyncs.Inc()
+		if l.budget != nil {
+			l.budget.adjust(v.sent - l.resyncCost)
+		}
+		l.resyncCost = v.sent
+		return buf
+	}
+	l.progress = v.rv
+	return append(buf, Notification{Type: EndOfSnapshot, RV: v.rv})
+}
+
+// Progress returns the resource's resourceVersion as of the last Pop that
+// left nothing pending: the consumer has been handed every change up to it
+// that matches its filter, and none after it that Pop did not return. It
+// moves on with bookmarks and with changes the filter drops, so a quiet
+// filtered stream can report progress (a REST watch's BOOKMARK) without
+// resuming from a stale version. 0 until the first Pop, and while a reset
+// or snapshot is pending.
 func (l *Listener) Progress() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.needSnapshot {
+	if l.needSnapshot || l.view != nil && l.view.typ != Sync {
 		return 0
 	}
 	return l.progress
 }
 
-func (l *Listener) drainLocked(buf []Notification) []Notification {
-	for {
-		n, ok := l.ring.ReadOne()
-		if !ok {
-			break
-		}
-		buf = append(buf, n)
-		l.stats.Delivered++
-		l.stats.LastRV = n.RV
-	}
-	l.bytes = 0
-	return buf
-}
-
 // Stats returns the listener's counters.
 func (l *Listener) Stats() ListenerStats {
-	now := l.proc.clock.Now()
+	now := l.clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.stats
@@ -413,7 +538,7 @@ func (l *Listener) Overflowed() bool {
 // Stop detaches the listener from its resource. Pop keeps returning what
 // was buffered. Safe to call more than once.
 func (l *Listener) Stop() {
-	l.proc.removeListener(l)
+	l.hub.removeListener(l)
 	l.mu.Lock()
 	l.stopped = true
 	l.mu.Unlock()

@@ -550,13 +550,8 @@ func (r *Resource) Get(namespace, name string) (*Object, bool) { return r.proc.g
 // Status reports the resource's state.
 func (r *Resource) Status() ResourceStatus {
 	s := ResourceStatus{Resource: r.Info.GVR.GroupResource().String(), Synced: r.Synced()}
-	r.proc.mu.RLock()
-	s.Objects = r.proc.count
-	s.Listeners = len(r.proc.allNS)
-	for _, set := range r.proc.byNamespace {
-		s.Listeners += len(set)
-	}
-	r.proc.mu.RUnlock()
+	s.Objects = r.proc.objectCount()
+	s.Listeners = r.proc.listenerCount()
 	if err, _ := r.err(); err != nil && !s.Synced {
 		s.Error = err.Error()
 	}

@@ -18,6 +18,7 @@ type metrics struct {
 	overflows *prometheus.CounterVec
 	resets    *prometheus.CounterVec
 	resyncs   *prometheus.CounterVec
+	deferred  *prometheus.CounterVec
 	synced    *prometheus.GaugeVec
 }
 
@@ -42,9 +43,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "resets_total", Help: "Backlogs discarded and replaced by a reset and snapshot."}, labels),
 		resyncs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kubegate", Subsystem: "listener",
 			Name: "resyncs_total", Help: "Resyncs delivered to listeners."}, labels),
+		deferred: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kubegate", Subsystem: "listener",
+			Name: "resyncs_deferred_total", Help: "Resyncs postponed because the client's resync budget was spent."}, labels),
 	}
 	if reg != nil {
-		reg.MustRegister(m.objects, m.events, m.relists, m.lastEvent, m.synced, m.listeners, m.overflows, m.resets, m.resyncs)
+		reg.MustRegister(m.objects, m.events, m.relists, m.lastEvent, m.synced, m.listeners, m.overflows, m.resets, m.resyncs, m.deferred)
 	}
 	return m
 }
@@ -54,7 +57,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 type resourceMetrics struct {
 	objects, lastEvent, listeners, synced prometheus.Gauge
 	events, relists, overflows, resets    prometheus.Counter
-	resyncs                               prometheus.Counter
+	resyncs, resyncsDeferred              prometheus.Counter
 }
 
 func (m *metrics) forResource(gvr schema.GroupVersionResource) *resourceMetrics {
@@ -69,5 +72,7 @@ func (m *metrics) forResource(gvr schema.GroupVersionResource) *resourceMetrics 
 		overflows: m.overflows.With(l),
 		resets:    m.resets.With(l),
 		resyncs:   m.resyncs.With(l),
+
+		resyncsDeferred: m.deferred.With(l),
 	}
 }

@@ -31,8 +31,10 @@ var ErrExpired = errors.New("resourceVersion is too old")
 // runs ahead of what has been applied while deltas are queued.
 //
 // Goroutines: the upstream controller's process loop calls process, one
-// delta at a time; runResync ticks resync schedules; consumers call
-// Listener.Pop and AddListener. None of them blocks on another's I/O.
+// delta at a time; the manager's resync loop calls resyncTick; consumers
+// call Listener.Pop and AddListener. None of them blocks on another's I/O,
+// and no consumer is signalled while mu is held: wakes are collected under
+// it and sent once it is released.
 type processor struct {
 	gvr       schema.GroupVersionResource
 	log       *zap.Logger
@@ -43,40 +45,52 @@ type processor struct {
 	// mu guards store writes, listeners, history and the RV fields, so that
 	// a snapshot taken under mu.RLock and the changes distributed after it
 	// form one consistent sequence.
-	mu    sync.RWMutex
-	store cache.Indexer
-	// listeners watching all namespaces, and those watching one namespace,
-	// so a change is offered only to listeners that could want it.
-	allNS       map[*Listener]struct{}
-	byNamespace map[string]map[*Listener]struct{}
-	resyncing   map[*Listener]struct{}
-	hist        *history
+	mu sync.RWMutex
+	// store is keyed by Object.Key and indexed by namespace. Only process
+	// writes it, under mu.
+	store cache.ThreadSafeStore
+	// nsKeys interns the namespace index's values, so indexing an object
+	// allocates nothing. Used by the index function, which the store
+	// calls only on writes.
+	nsKeys map[string][]string
+	// listeners, filed by namespace and by a selector equality, so a change
+	// is offered only to listeners that could want it.
+	listeners *listenerIndex
+	hist      *history
 	// lastRV is the resourceVersion of the state the store holds: every
 	// change up to it has been applied and distributed, none after it.
 	lastRV uint64
 	synced bool
 	count  int // objects in store
+	// wakes collects the listeners to signal once mu is released. Owned
+	// by process (one delta at a time).
+	wakes []*Listener
 
-	// progress mirrors lastRV once a delta has been fully distributed. It
+	// resyncMu guards the resync schedule (lock order: mu, resyncMu,
+	// Listener.mu).
+	resyncMu sync.Mutex
+	resyncs  resyncQueue
+
+	// published mirrors lastRV once a delta has been fully distributed. It
 	// is stored after the listeners' offers, so a listener that reads it
 	// and then drains its ring has seen every matching change up to it
 	// (see Listener.Progress).
-	progress atomic.Uint64
+	published atomic.Uint64
 }
 
 func newProcessor(gvr schema.GroupVersionResource, opts *Options, m *resourceMetrics) *processor {
-	return &processor{
-		gvr:         gvr,
-		log:         opts.Logger.With(zap.String("resource", gvr.String())),
-		clock:       opts.clock,
-		metrics:     m,
-		minResync:   opts.MinResync,
-		store:       cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
-		allNS:       map[*Listener]struct{}{},
-		byNamespace: map[string]map[*Listener]struct{}{},
-		resyncing:   map[*Listener]struct{}{},
-		hist:        newHistory(opts.HistoryEvents, opts.HistoryBytes),
+	p := &processor{
+		gvr:       gvr,
+		log:       opts.Logger.With(zap.String("resource", gvr.String())),
+		clock:     opts.clock,
+		metrics:   m,
+		minResync: opts.MinResync,
+		listeners: newListenerIndex(),
+		nsKeys:    map[string][]string{},
+		hist:      newHistory(opts.HistoryEvents, opts.HistoryBytes),
 	}
+	p.store = cache.NewThreadSafeStore(cache.Indexers{cache.NamespaceIndex: p.namespaceIndex}, cache.Indices{})
+	return p
 }
 
 // process is the upstream controller's cache.ProcessFunc. The queue is a
@@ -96,16 +110,28 @@ func (p *processor) process(obj any, _ bool) error {
 		p.log.Error("cannot process", zap.Error(err))
 		return err
 	}
+	var err error
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	for _, d := range deltas {
-		if err := p.applyLocked(d); err != nil {
+		if err = p.applyLocked(d); err != nil {
 			p.log.Error("cannot process", zap.String("delta", string(d.Type)), zap.Error(err))
-			return err
+			break
 		}
 	}
-	p.progress.Store(p.lastRV)
-	return nil
+	p.published.Store(p.lastRV)
+	p.mu.Unlock()
+	signalAll(p.wakes)
+	clear(p.wakes)
+	p.wakes = p.wakes[:0]
+	return err
+}
+
+// signalAll signals each listener; several may share a consumer, whose
+// wake is idempotent.
+func signalAll(ls []*Listener) {
+	for _, l := range ls {
+		l.signal()
+	}
 }
 
 // applyLocked applies one delta. Caller must hold p.mu.
@@ -163,13 +189,12 @@ func deletedObject(obj any) (o *Object, tombstone bool, err error) {
 
 // upsertLocked applies a watch ADDED or MODIFIED. Caller must hold p.mu.
 func (p *processor) upsertLocked(o *Object) {
-	old, exists := p.getLocked(o.Key())
+	key := o.Key()
+	old, exists := p.getLocked(key)
 	if exists && old.ResourceVersion == o.ResourceVersion && old.UID == o.UID {
 		return // a repeat of what the store holds: nothing changed
 	}
-	if err := p.store.Update(o); err != nil { // Update adds when absent
-		p.log.Error("cache update", zap.Error(err))
-	}
+	p.store.Update(key, o) // adds when absent
 	if !exists {
 		p.count++
 		p.changeLocked(Notification{Type: Added, Object: o, RV: o.RV})
@@ -180,12 +205,11 @@ func (p *processor) upsertLocked(o *Object) {
 
 // deleteLocked applies a watch DELETED. Caller must hold p.mu.
 func (p *processor) deleteLocked(o *Object, tombstone bool) {
-	if _, exists := p.getLocked(o.Key()); exists {
+	key := o.Key()
+	if _, exists := p.getLocked(key); exists {
 		p.count--
 	}
-	if err := p.store.Delete(o); err != nil {
-		p.log.Error("cache delete", zap.Error(err))
-	}
+	p.store.Delete(key)
 	p.changeLocked(Notification{Type: Deleted, Object: o, RV: o.RV, tombstone: tombstone})
 }
 
@@ -214,12 +238,11 @@ func (p *processor) distributeLocked(n Notification) {
 	p.metrics.events.Inc()
 	p.metrics.lastEvent.Set(float64(now.Unix()))
 	p.metrics.objects.Set(float64(p.count))
-	for l := range p.allNS {
-		l.offer(n, now)
-	}
-	for l := range p.byNamespace[n.Object.Namespace] {
-		l.offer(n, now)
-	}
+	p.listeners.each(n.Object, n.prev, func(l *Listener) {
+		if l.offer(n, now) {
+			p.wakes = append(p.wakes, l)
+		}
+	})
 }
 
 // replaceLocked applies a (re)list: the store becomes exactly the list, at
@@ -251,9 +274,11 @@ func (p *processor) replaceLocked(info cache.ReplacedAllInfo) error {
 	if p.synced {
 		changes = p.diffLocked(objs)
 	}
-	if err := p.store.Replace(info.Objects, info.ResourceVersion); err != nil {
-		return fmt.Errorf("replace cache: %w", err)
+	items := make(map[string]any, len(objs))
+	for _, o := range objs {
+		items[o.Key()] = o
 	}
+	p.store.Replace(items, info.ResourceVersion)
 	p.count = len(objs)
 	p.lastRV = listRV
 	p.hist.reset(listRV)
@@ -301,11 +326,25 @@ func (p *processor) diffLocked(objs []*Object) []Notification {
 }
 
 func (p *processor) getLocked(key string) (*Object, bool) {
-	obj, ok, _ := p.store.GetByKey(key)
+	obj, ok := p.store.Get(key)
 	if !ok {
 		return nil, false
 	}
 	return obj.(*Object), true
+}
+
+// namespaceIndex is the store's namespace index function.
+func (p *processor) namespaceIndex(obj any) ([]string, error) {
+	o, ok := obj.(*Object)
+	if !ok {
+		return nil, fmt.Errorf("cache holds %T", obj)
+	}
+	keys, ok := p.nsKeys[o.Namespace]
+	if !ok {
+		keys = []string{o.Namespace}
+		p.nsKeys[o.Namespace] = keys
+	}
+	return keys, nil
 }
 
 // eachMatchingLocked calls fn for every cached object matching f, using
@@ -329,26 +368,23 @@ func (p *processor) eachMatchingLocked(f *Filter, fn func(*Object)) {
 	}
 }
 
-// snapshotLocked appends the objects matching f as notifications of type t.
-// Caller must hold p.mu (read or write).
-func (p *processor) snapshotLocked(f *Filter, t NotificationType, buf []Notification) []Notification {
-	p.eachMatchingLocked(f, func(o *Object) {
-		buf = append(buf, Notification{Type: t, Object: o, RV: o.RV})
-	})
-	return buf
-}
-
 // addListener registers a listener, seeding its ring from the history when
 // it resumes. Caller has validated opts.
 func (p *processor) addListener(opts ListenerOptions) (*Listener, error) {
 	l := &Listener{
-		proc:   p,
-		filter: opts.Filter,
-		policy: opts.Overflow,
-		maxEv:  opts.MaxEvents,
-		maxB:   opts.MaxBytes,
-		wake:   opts.Wake,
-		onWake: opts.OnWake,
+		hub:       p,
+		filter:    opts.Filter,
+		key:       indexKeyOf(&opts.Filter),
+		policy:    opts.Overflow,
+		maxEv:     opts.MaxEvents,
+		maxB:      opts.MaxBytes,
+		wake:      opts.Wake,
+		onWake:    opts.OnWake,
+		budget:    opts.ResyncBudget,
+		metrics:   p.metrics,
+		clock:     p.clock,
+		ring:      newRing(),
+		heapIndex: -1,
 	}
 	if l.maxEv <= 0 {
 		l.maxEv = defaultMaxEvents
@@ -368,46 +404,47 @@ func (p *processor) addListener(opts ListenerOptions) (*Listener, error) {
 		resumeRV = rv
 	}
 
+	pending, err := p.attach(l, resumeRV, opts.SendInitialEvents)
+	if err != nil {
+		return nil, err
+	}
+	if pending {
+		l.signal()
+	}
+	return l, nil
+}
+
+// attach files l under mu, seeding its ring from the history when it
+// resumes. It reports whether l has something to pop already.
+func (p *processor) attach(l *Listener, resumeRV uint64, snapshot bool) (pending bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.synced {
-		return nil, fmt.Errorf("%s: cache not synced yet", p.gvr)
+		return false, fmt.Errorf("%s: cache not synced yet", p.gvr)
 	}
 	now := p.clock.Now()
 	switch {
 	case resumeRV > 0:
 		replay, ok := p.hist.after(resumeRV, nil)
 		if !ok {
-			return nil, fmt.Errorf("%s: resume from %d, history starts after %d: %w", p.gvr, resumeRV, p.hist.since, ErrExpired)
+			return false, fmt.Errorf("%s: resume from %d, history starts after %d: %w", p.gvr, resumeRV, p.hist.since, ErrExpired)
 		}
 		for _, n := range replay {
-			l.offer(n, now)
+			pending = l.offer(n, now) || pending
 		}
 		l.minRV = resumeRV
-	case opts.SendInitialEvents:
-		l.needSnapshot = true
+	case snapshot:
+		l.needSnapshot, pending = true, true
 	}
+	p.listeners.add(l)
 	if l.resync > 0 {
+		p.resyncMu.Lock()
 		l.nextResync = now.Add(l.resync)
-		p.resyncing[l] = struct{}{}
-	}
-	if nss := l.filter.namespaces(); nss != nil {
-		for _, ns := range nss {
-			set := p.byNamespace[ns]
-			if set == nil {
-				set = map[*Listener]struct{}{}
-				p.byNamespace[ns] = set
-			}
-			set[l] = struct{}{}
-		}
-	} else {
-		p.allNS[l] = struct{}{}
+		p.resyncs.push(l)
+		p.resyncMu.Unlock()
 	}
 	p.metrics.listeners.Inc()
-	if l.needSnapshot || l.ring.Len() > 0 {
-		l.signal()
-	}
-	return l, nil
+	return pending, nil
 }
 
 func (p *processor) removeListener(l *Listener) {
@@ -417,37 +454,42 @@ func (p *processor) removeListener(l *Listener) {
 		return
 	}
 	l.removed = true
-	delete(p.allNS, l)
-	for _, ns := range l.filter.namespaces() {
-		if set := p.byNamespace[ns]; set != nil {
-			delete(set, l)
-			if len(set) == 0 {
-				delete(p.byNamespace, ns)
-			}
-		}
-	}
-	delete(p.resyncing, l)
+	p.listeners.remove(l)
+	p.resyncMu.Lock()
+	p.resyncs.remove(l)
+	p.resyncMu.Unlock()
 	p.metrics.listeners.Dec()
 }
 
-// resyncTick marks listeners whose resync period has elapsed.
-func (p *processor) resyncTick(now time.Time) {
+// freeze implements hub: fn runs under the read lock, which excludes
+// process.
+func (p *processor) freeze(fn func(c *storeCut)) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	for l := range p.resyncing {
-		l.mu.Lock()
-		due := !now.Before(l.nextResync)
-		if due {
-			l.nextResync = now.Add(l.resync)
-			if !l.needSnapshot {
-				l.resyncDue = true
-			}
-		}
-		l.mu.Unlock()
-		if due {
-			l.signal()
-		}
-	}
+	fn(p.cutLocked())
+}
+
+// progress implements hub.
+func (p *processor) progress() uint64 { return p.published.Load() }
+
+// cutLocked returns a cut of the store as it is now. Caller must hold mu
+// (read or write) for as long as the cut is being filled.
+func (p *processor) cutLocked() *storeCut {
+	return &storeCut{store: p.store, rv: p.lastRV}
+}
+
+// listenerCount returns the number of listeners attached.
+func (p *processor) listenerCount() int {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.listeners.n
+}
+
+// objectCount returns the number of objects cached.
+func (p *processor) objectCount() int {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.count
 }
 
 // list returns the objects matching f and the version they reflect.
@@ -465,7 +507,7 @@ func (p *processor) get(namespace, name string) (*Object, bool) {
 	if namespace != "" {
 		key = namespace + "/" + name
 	}
-	obj, ok, _ := p.store.GetByKey(key)
+	obj, ok := p.store.Get(key)
 	if !ok {
 		return nil, false
 	}

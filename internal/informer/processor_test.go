@@ -431,8 +431,8 @@ func TestStoppedListenerGetsNothing(t *testing.T) {
 	if got := l.Pop(nil); len(got) != 0 {
 		t.Fatalf("stopped listener got %v", seen(got))
 	}
-	if len(p.byNamespace) != 0 {
-		t.Fatal("namespace index kept a stopped listener")
+	if len(p.listeners.scopes) != 0 || p.listeners.n != 0 {
+		t.Fatal("the listener index kept a stopped listener")
 	}
 }
 
@@ -476,8 +476,8 @@ func TestNamespaceSetFilter(t *testing.T) {
 	l.Stop() // idempotent
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	for ns, set := range p.byNamespace {
-		if _, ok := set[l]; ok {
+	for ns, scope := range p.listeners.scopes {
+		if _, ok := scope.plain[l]; ok {
 			t.Fatalf("stopped listener still indexed under namespace %q", ns)
 		}
 	}
