@@ -80,6 +80,8 @@ type Options struct {
 	// bookmarkClock ticks REST watch bookmarks (test hook). Default: the
 	// real clock.
 	bookmarkClock clock.WithTicker
+	// watchWriter, if set, wraps each watch's ResponseWriter (test hook).
+	watchWriter func(http.ResponseWriter) http.ResponseWriter
 }
 
 func (o Options) withDefaults() (Options, error) {

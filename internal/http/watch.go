@@ -32,6 +32,13 @@ const (
 	// watchWriteTimeout bounds one batch write; a client that reads
 	// nothing for this long is dropped.
 	watchWriteTimeout = 30 * time.Second
+	// A watch takes at most watchPopChunk notifications at a time from
+	// its listener and writes what it has encoded once it reaches
+	// watchFlushBytes, so a snapshot of any size streams through a
+	// bounded buffer instead of being encoded whole first.
+	watchPopChunk      = 256
+	watchFlushBytes    = 64 << 10
+	maxIdleWatchBuffer = 16 << 10
 )
 
 // watchParams are a watch request's query parameters.
@@ -193,6 +200,9 @@ func (ws *watchStream) flush() error {
 	_ = ws.rc.SetWriteDeadline(time.Now().Add(watchWriteTimeout))
 	_, err := ws.w.Write(ws.buf.Bytes())
 	ws.buf.Reset()
+	if ws.buf.Cap() > maxIdleWatchBuffer {
+		ws.buf = bytes.Buffer{} // a snapshot passed: an idle watch keeps no large buffer
+	}
 	if err == nil {
 		err = ws.rc.Flush()
 	}
@@ -237,6 +247,9 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 		return
 	}
 
+	if s.opts.watchWriter != nil {
+		w = s.opts.watchWriter(w)
+	}
 	ws := &watchStream{w: w, rc: http.NewResponseController(w), sse: p.sse,
 		kind: info.GVK.Kind, apiV: info.GVR.GroupVersion().String(), metadata: p.metadata}
 	if p.metadata != "" {
@@ -301,11 +314,10 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 		lastRV = rv
 	}
 	inSnapshot := p.initialEvents
-	var batch []informer.Notification
-	// deliver writes what the listener has pending; false when the stream
-	// must end (the listener was reset).
-	deliver := func() bool {
-		batch = l.Pop(batch[:0])
+	// write encodes popped notifications, writing out every
+	// watchFlushBytes; false when the stream must end (the listener was
+	// reset, or the client is gone).
+	write := func(batch []informer.Notification) bool {
 		for _, n := range batch {
 			id := n.RV
 			if inSnapshot {
@@ -334,8 +346,27 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 			if n.RV > lastRV {
 				lastRV = n.RV
 			}
+			if ws.buf.Len() >= watchFlushBytes && ws.flush() != nil {
+				return false
+			}
 		}
 		return true
+	}
+	var batch []informer.Notification
+	// deliver writes what the listener has pending, in chunks; false when
+	// the stream must end (the listener was reset, or the client is gone).
+	deliver := func() bool {
+		for ctx.Err() == nil {
+			batch = l.PopAtMost(batch[:0], watchPopChunk)
+			if len(batch) == 0 {
+				return true
+			}
+			if !write(batch) {
+				return false
+			}
+			clear(batch) // do not pin objects until the next chunk
+		}
+		return false
 	}
 	for {
 		select {
