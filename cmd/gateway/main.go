@@ -184,6 +184,7 @@ func run(ctx context.Context, cfg config.Config) error {
 		MaxSubscriptionsPerSocket: wsc.MaxSubscriptionsPerSocket,
 		SubscribeRate:             wsc.SubscribeRate,
 		SubscribeBurst:            wsc.SubscribeBurst,
+		ResyncBudget:              wsc.ResyncBudget,
 		PingInterval:              time.Duration(wsc.PingInterval),
 		PongTimeout:               time.Duration(wsc.PongTimeout),
 		WriteTimeout:              time.Duration(wsc.WriteTimeout),

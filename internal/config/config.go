@@ -155,6 +155,10 @@ type WebSocket struct {
 	// socket, with bursts up to SubscribeBurst. Defaults 10 and 20.
 	SubscribeRate  float64 `json:"subscribeRate,omitempty"`
 	SubscribeBurst int     `json:"subscribeBurst,omitempty"`
+	// ResyncBudget is the objects per second the resyncs of one client's
+	// subscriptions may re-send, across its sockets; resyncs beyond it
+	// are postponed. Default 2000.
+	ResyncBudget float64 `json:"resyncBudget,omitempty"`
 }
 
 // Default returns the configuration used when nothing is set.
@@ -247,7 +251,7 @@ func (c *Config) Validate() error {
 		{"maxSubscriptionsPerSocket", float64(ws.MaxSubscriptionsPerSocket)}, {"pingInterval", float64(ws.PingInterval)},
 		{"pongTimeout", float64(ws.PongTimeout)}, {"writeTimeout", float64(ws.WriteTimeout)},
 		{"maxMessageBytes", float64(ws.MaxMessageBytes)}, {"subscribeRate", ws.SubscribeRate},
-		{"subscribeBurst", float64(ws.SubscribeBurst)},
+		{"subscribeBurst", float64(ws.SubscribeBurst)}, {"resyncBudget", ws.ResyncBudget},
 	} {
 		if f.v < 0 {
 			errs = append(errs, fmt.Errorf("websocket.%s must not be negative (0 means the default)", f.name))

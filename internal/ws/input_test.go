@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"kubegate/internal/informer"
 	"kubegate/internal/testenv"
 )
 
@@ -316,4 +317,41 @@ func TestClientThatDoesNotReadItsAnswersIsDropped(t *testing.T) {
 	eventually(t, "the flood close to be counted", func() bool {
 		return counterValue(ts.metrics.closes.WithLabelValues(closeFlood)) == 1 && ts.Sockets() == 0
 	})
+}
+
+// TestClientSocketsShareOneResyncBudget: the resync budget is the
+// client's, not the socket's, so opening more sockets does not buy more
+// resyncs; it is freed with the client's last socket.
+func TestClientSocketsShareOneResyncBudget(t *testing.T) {
+	env := testenv.Get(t)
+	ts := startServer(t, startManager(t, env.Config, nil), nil)
+	a1, a2, b := dialAs(t, ts, "alice"), dialAs(t, ts, "alice"), dialAs(t, ts, "bob")
+	eventually(t, "three sockets", func() bool { return ts.Sockets() == 3 })
+	budgets := map[string]map[*informer.ResyncBudget]int{}
+	ts.mu.Lock()
+	for sock := range ts.sockets {
+		if budgets[sock.client] == nil {
+			budgets[sock.client] = map[*informer.ResyncBudget]int{}
+		}
+		budgets[sock.client][sock.budget]++
+	}
+	ts.mu.Unlock()
+	alice, bob := budgets["user:alice"], budgets["user:bob"]
+	if len(alice) != 1 || len(bob) != 1 {
+		t.Fatalf("budgets per client: alice %v, bob %v; want one each", alice, bob)
+	}
+	for ab := range alice {
+		if alice[ab] != 2 || bob[ab] != 0 || ab == nil {
+			t.Fatalf("alice's two sockets must share one budget, not bob's: alice %v, bob %v", alice, bob)
+		}
+	}
+	for _, c := range []*client{a1, a2, b} {
+		_ = c.c.Close(websocket.StatusNormalClosure, "")
+	}
+	eventually(t, "no sockets", func() bool { return ts.Sockets() == 0 })
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if len(ts.perClient) != 0 {
+		t.Fatalf("%d clients kept after their sockets closed", len(ts.perClient))
+	}
 }

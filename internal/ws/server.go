@@ -83,6 +83,12 @@ type Options struct {
 	// MaxSlowResets is how many overflow RESETs in a row, without catching
 	// up in between, close a socket with 4001. Default 3.
 	MaxSlowResets int
+	// ResyncBudget is the objects per second the resyncs of one client's
+	// subscriptions may send, across all its sockets (the client of
+	// MaxSocketsPerClient), with a burst of ten seconds' worth. A resync
+	// due while the budget is spent is postponed (see
+	// informer.ResyncBudget). Default 2000.
+	ResyncBudget float64
 
 	// clock drives keepalive and re-authorization (tests).
 	clock clock.WithDelayedExecution
@@ -111,6 +117,7 @@ func (o Options) withDefaults() (Options, error) {
 	setDefault(&o.SyncTimeout, 60*time.Second)
 	setDefault(&o.MaxBatchBytes, 256<<10)
 	setDefault(&o.MaxSlowResets, 3)
+	setDefault(&o.ResyncBudget, 2000)
 	setDefault(&o.ShutdownGrace, 5*time.Second)
 	if o.clock == nil {
 		o.clock = clock.RealClock{}
@@ -145,7 +152,7 @@ type Server struct {
 	// only added to under mu while !closing.
 	mu        sync.Mutex
 	sockets   map[*socket]struct{}
-	perClient map[string]int
+	perClient map[string]*clientShare
 	closing   bool
 	wg        sync.WaitGroup
 }
@@ -167,8 +174,14 @@ func New(opts Options) (*Server, error) {
 		},
 		shutdown:  make(chan struct{}),
 		sockets:   map[*socket]struct{}{},
-		perClient: map[string]int{},
+		perClient: map[string]*clientShare{},
 	}, nil
+}
+
+// clientShare is what the sockets of one client share.
+type clientShare struct {
+	sockets int
+	budget  *informer.ResyncBudget
 }
 
 // Start blocks until ctx ends, then closes every socket with 1001
@@ -283,12 +296,18 @@ func (s *Server) register(sock *socket) (websocket.StatusCode, string) {
 	case len(s.sockets) >= s.opts.MaxSockets:
 		s.metrics.rejected.WithLabelValues("max_sockets").Inc()
 		return websocket.StatusTryAgainLater, fmt.Sprintf("too many sockets on this gateway (limit %d); try again later", s.opts.MaxSockets)
-	case s.perClient[sock.client] >= s.opts.MaxSocketsPerClient:
+	case s.perClient[sock.client] != nil && s.perClient[sock.client].sockets >= s.opts.MaxSocketsPerClient:
 		s.metrics.rejected.WithLabelValues("max_sockets_per_client").Inc()
 		return websocket.StatusPolicyViolation, fmt.Sprintf("too many sockets for this client (limit %d)", s.opts.MaxSocketsPerClient)
 	}
+	c := s.perClient[sock.client]
+	if c == nil {
+		c = &clientShare{budget: informer.NewResyncBudget(s.opts.ResyncBudget, int(10*s.opts.ResyncBudget))}
+		s.perClient[sock.client] = c
+	}
+	c.sockets++
+	sock.budget = c.budget
 	s.sockets[sock] = struct{}{}
-	s.perClient[sock.client]++
 	s.wg.Add(1)
 	s.metrics.sockets.Inc()
 	return 0, ""
@@ -297,8 +316,10 @@ func (s *Server) register(sock *socket) (websocket.StatusCode, string) {
 func (s *Server) unregister(sock *socket) {
 	s.mu.Lock()
 	delete(s.sockets, sock)
-	if s.perClient[sock.client]--; s.perClient[sock.client] <= 0 {
-		delete(s.perClient, sock.client)
+	if c := s.perClient[sock.client]; c != nil {
+		if c.sockets--; c.sockets <= 0 {
+			delete(s.perClient, sock.client)
+		}
 	}
 	s.mu.Unlock()
 	s.metrics.sockets.Dec()

@@ -57,6 +57,9 @@ type socket struct {
 	nc     *netConn // the connection under conn
 	user   *auth.User
 	client string
+	// budget is the resync budget of the socket's client, shared by its
+	// sockets; set by Server.register.
+	budget *informer.ResyncBudget
 
 	// ctx ends when the socket ends for any reason; cancel is called by
 	// whoever first decides so (reader on a read error, writer, ping
@@ -703,6 +706,7 @@ func (s *socket) listen(res *informer.Resource, filter informer.Filter, dec auth
 	return res.AddListener(informer.ListenerOptions{
 		Filter:            filter,
 		ResyncPeriod:      f.resync,
+		ResyncBudget:      s.budget,
 		SendInitialEvents: initial,
 		ResourceVersion:   rv,
 		Overflow:          informer.OverflowReset,
