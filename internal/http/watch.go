@@ -41,6 +41,9 @@ const (
 	maxIdleWatchBuffer = 16 << 10
 )
 
+// errStreamEnded stops draining a watch's listener: the stream ends.
+var errStreamEnded = errors.New("watch stream ended")
+
 // watchParams are a watch request's query parameters.
 type watchParams struct {
 	rv            string
@@ -356,17 +359,14 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 	// deliver writes what the listener has pending, in chunks; false when
 	// the stream must end (the listener was reset, or the client is gone).
 	deliver := func() bool {
-		for ctx.Err() == nil {
-			batch = l.PopAtMost(batch[:0], watchPopChunk)
-			if len(batch) == 0 {
-				return true
+		var err error
+		batch, err = l.Drain(batch, watchPopChunk, func(ns []informer.Notification) error {
+			if ctx.Err() != nil || !write(ns) {
+				return errStreamEnded
 			}
-			if !write(batch) {
-				return false
-			}
-			clear(batch) // do not pin objects until the next chunk
-		}
-		return false
+			return nil
+		})
+		return err == nil
 	}
 	for {
 		select {

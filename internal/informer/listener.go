@@ -441,6 +441,26 @@ func (l *Listener) PopAtMost(buf []Notification, limit int) []Notification {
 	return buf
 }
 
+// Drain is the consumer's side of the listener, shared by every sink: it
+// pops what is pending in chunks of at most chunk notifications (0: all
+// at once) and hands each chunk to fn, until nothing is pending or fn
+// fails. A snapshot of any size thus passes through a bounded buffer. buf
+// is scratch memory, returned for reuse; fn must not keep the slice, and
+// its object references are cleared after each chunk.
+func (l *Listener) Drain(buf []Notification, chunk int, fn func([]Notification) error) ([]Notification, error) {
+	for {
+		buf = l.PopAtMost(buf[:0], chunk)
+		if len(buf) == 0 {
+			return buf, nil
+		}
+		err := fn(buf)
+		clear(buf)
+		if err != nil || chunk <= 0 {
+			return buf[:0], err
+		}
+	}
+}
+
 // cutSnapshot replaces a pending snapshot request by a view of the store;
 // buffering resumes behind it. Called through hub.freeze.
 func (l *Listener) cutSnapshot(c *storeCut) {
