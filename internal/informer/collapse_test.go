@@ -202,3 +202,36 @@ func TestCollapse(t *testing.T) {
 		})
 	}
 }
+
+// TestListenerReset: a consumer that discarded what it popped asks for a
+// reset; the backlog goes, and it gets RESET, the current state and the
+// end marker, then live changes again.
+func TestListenerReset(t *testing.T) {
+	p, _ := syncedProc(t, uobj("x", "u1", 1), uobj("y", "u2", 2))
+	l, wake := mustListener(t, p, ListenerOptions{Overflow: OverflowCollapse})
+	update(t, p, uobj("x", "u1", 11))
+	del(t, p, uobj("y", "u2", 12))
+	<-wake
+	l.Reset()
+	select {
+	case <-wake:
+	default:
+		t.Fatal("Reset did not wake the consumer")
+	}
+	if s := l.Stats(); s.Resets != 1 || s.Buffered != 0 || s.Bytes != 0 {
+		t.Fatalf("stats after Reset: %+v", s)
+	}
+	if diff := cmp.Diff([]string{"RESET", "ADDED a/x@11", "END@12"}, seen(l.Pop(nil))); diff != "" {
+		t.Fatalf("after Reset (-want +got):\n%s", diff)
+	}
+	update(t, p, uobj("x", "u1", 13))
+	if diff := cmp.Diff([]string{"MODIFIED a/x@13"}, seen(l.Pop(nil))); diff != "" {
+		t.Fatalf("after the snapshot (-want +got):\n%s", diff)
+	}
+
+	l.Stop()
+	l.Reset()
+	if got := seen(l.Pop(nil)); len(got) != 0 || l.Stats().Resets != 1 {
+		t.Fatalf("a stopped listener was reset: %v, %+v", got, l.Stats())
+	}
+}

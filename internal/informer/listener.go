@@ -420,6 +420,23 @@ func (l *Listener) Overflowed() bool {
 	return l.needReset
 }
 
+// Reset drops the backlog and makes the next Pop return a Reset, a
+// snapshot and an EndOfSnapshot, as an overflow that cannot be collapsed
+// does. A consumer calls it when it had to discard what it popped (a
+// webhook whose receiver stayed down past its retry budget). It is
+// counted in Stats().Resets. It does nothing once the listener is
+// stopped.
+func (l *Listener) Reset() {
+	l.mu.Lock()
+	if l.stopped {
+		l.mu.Unlock()
+		return
+	}
+	l.resetLocked()
+	l.mu.Unlock()
+	l.signal()
+}
+
 // Stop detaches the listener from its resource. Pop keeps returning what
 // was buffered. Safe to call more than once.
 func (l *Listener) Stop() {
