@@ -111,7 +111,8 @@ func TestWatchFormatAndEventTypes(t *testing.T) {
 	c.Format = "watch"
 	c.EventTypes = []string{"deleted"}
 	h := start(t, c)
-	h.source("a", 0).push(note(informer.Added, "x", 1), note(informer.Deleted, "x", 2))
+	src := h.source("a", 0)
+	src.push(note(informer.Added, "x", 1), note(informer.Deleted, "x", 2))
 	req := rcv.next()
 	var ev struct {
 		Type   string          `json:"type"`
@@ -123,8 +124,11 @@ func TestWatchFormatAndEventTypes(t *testing.T) {
 	if ev.Type != "DELETED" || string(ev.Object) != string(object("x", 2).Raw) || req.header.Get("Content-Type") != "application/json" {
 		t.Fatalf("got %s", req.body)
 	}
-	eventually(t, "delivered metric", func() bool { return h.metric("a", outcomeDelivered) == 1 })
-	rcv.none()
+	src.settle(t)
+	rcv.none() // not the added event
+	if h.metric("a", outcomeDelivered) != 1 {
+		t.Fatalf("delivered = %v, want 1", h.metric("a", outcomeDelivered))
+	}
 }
 
 // A failing receiver gets the same event (same id and body) on every
@@ -145,10 +149,11 @@ func TestRetryKeepsIDAndOrder(t *testing.T) {
 	src.push(note(informer.Modified, "x", 2)) // arrives while the first is retried
 	for _, backoff := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
 		h.stepWhenWaiting(backoff - time.Millisecond)
-		rcv.none()
+		// Still parked on the retry timer, so nothing is in flight.
 		if !h.clock.HasWaiters() {
 			t.Fatalf("retried before the %s backoff elapsed", backoff)
 		}
+		rcv.none()
 		h.clock.Step(time.Millisecond)
 		again := rcv.next()
 		if again.header.Get(HeaderID) != first.header.Get(HeaderID) || string(again.body) != string(first.body) {
@@ -179,10 +184,10 @@ func TestRetryAfter(t *testing.T) {
 			h.source("a", 0).push(note(informer.Added, "x", 1))
 			rcv.next()
 			h.stepWhenWaiting(29 * time.Second) // well past the 1s backoff
-			rcv.none()
 			if !h.clock.HasWaiters() {
 				t.Fatal("Retry-After: 30 not honoured")
 			}
+			rcv.none() // parked on the timer: nothing in flight
 			h.clock.Step(time.Second)
 			rcv.next()
 			eventually(t, "delivered metric", func() bool { return h.metric("a", outcomeDelivered) == 1 })
@@ -263,7 +268,6 @@ func TestGoneDisables(t *testing.T) {
 	eventually(t, "disabled", func() bool {
 		return testutil.ToFloat64(h.m.m.disabled.WithLabelValues("a")) == 1 && src.isStopped()
 	})
-	rcv.none()
 	if h.clock.HasWaiters() {
 		t.Fatal("a 410 was retried")
 	}
@@ -274,6 +278,9 @@ func TestGoneDisables(t *testing.T) {
 	if err := h.m.Apply(context.Background(), []config.Webhook{c}); err != nil {
 		t.Fatal(err)
 	}
+	// Apply has waited for the disabled hook's goroutine to exit, and the
+	// new one has nothing yet: whatever the old one sent has arrived.
+	rcv.none() // not y
 	h.source("a", 1).push(note(informer.Added, "z", 3))
 	if ce := decode(t, rcv.next()); !strings.HasSuffix(ce.Subject, "/z") {
 		t.Fatalf("got %s", ce.Subject)
@@ -293,12 +300,14 @@ func TestRedirectNotFollowed(t *testing.T) {
 		}
 	})
 	h := start(t, hookConfig(t, "a", rcv.srv.URL))
-	h.source("a", 0).push(note(informer.Added, "x", 1), note(informer.Added, "y", 2))
+	src := h.source("a", 0)
+	src.push(note(informer.Added, "x", 1), note(informer.Added, "y", 2))
 	rcv.next()
 	if ce := decode(t, rcv.next()); !strings.HasSuffix(ce.Subject, "/y") {
 		t.Fatalf("got %s", ce.Subject)
 	}
-	target.none() // y was sent after x was settled, so x never went there
+	src.settle(t)
+	target.none()
 	if h.metric("a", outcomeRejected) != 1 {
 		t.Fatal("redirect not counted as rejected")
 	}
@@ -400,9 +409,13 @@ func TestAddressGuard(t *testing.T) {
 	c := hookConfig(t, "a", rcv.srv.URL)
 	c.AllowAddresses = nil
 	h := start(t, c)
-	h.source("a", 0).push(note(informer.Added, "x", 1))
-	eventually(t, "rejected metric", func() bool { return h.metric("a", outcomeRejected) == 1 })
+	src := h.source("a", 0)
+	src.push(note(informer.Added, "x", 1))
+	src.settle(t)
 	rcv.none()
+	if h.metric("a", outcomeRejected) != 1 {
+		t.Fatalf("rejected = %v, want 1", h.metric("a", outcomeRejected))
+	}
 	if h.clock.HasWaiters() {
 		t.Fatal("a refused address was retried")
 	}
@@ -441,7 +454,7 @@ func TestShutdownDrains(t *testing.T) {
 	if h.metric("a", outcomeShutdown) != 1 || h.metric("a", outcomeDelivered) != 2 {
 		t.Fatalf("shutdown = %v, delivered = %v", h.metric("a", outcomeShutdown), h.metric("a", outcomeDelivered))
 	}
-	rcv.none()
+	rcv.noMore()
 }
 
 // Stopping (shutdown or a reload) does not cut off an attempt the receiver
@@ -461,7 +474,7 @@ func TestStopLetsAnAttemptInFlightFinish(t *testing.T) {
 	h.cancel()
 	close(release)
 	h.stop()
-	rcv.none()
+	rcv.noMore()
 	if h.metric("a", outcomeDelivered) != 1 || h.metric("a", outcomeShutdown) != 0 {
 		t.Fatalf("delivered = %v, shutdown = %v; want 1 and 0", h.metric("a", outcomeDelivered), h.metric("a", outcomeShutdown))
 	}
@@ -496,5 +509,5 @@ func TestShutdownDrainsBufferedEvents(t *testing.T) {
 	if h.metric("a", outcomeDelivered) != 2 || h.metric("a", outcomeShutdown) != 1 {
 		t.Fatalf("delivered = %v, shutdown = %v; want 2 and 1 (z failed)", h.metric("a", outcomeDelivered), h.metric("a", outcomeShutdown))
 	}
-	rcv.none()
+	rcv.noMore()
 }

@@ -27,16 +27,20 @@ import (
 // fakeSource stands in for an informer listener.
 type fakeSource struct {
 	wake chan<- struct{}
-	mu   sync.Mutex
-	q    []informer.Notification
-	// stopped is guarded by mu.
+	// mu guards everything below.
+	mu      sync.Mutex
+	q       []informer.Notification
 	stopped bool
 	stats   informer.ListenerStats
+	// pushes counts push calls; idleAt is pushes as of the last Pop that
+	// found nothing. See idle.
+	pushes, idleAt int
 }
 
 func (f *fakeSource) push(ns ...informer.Notification) {
 	f.mu.Lock()
 	f.q = append(f.q, ns...)
+	f.pushes++
 	f.mu.Unlock()
 	select {
 	case f.wake <- struct{}{}:
@@ -47,9 +51,29 @@ func (f *fakeSource) push(ns ...informer.Notification) {
 func (f *fakeSource) Pop(buf []informer.Notification) []informer.Notification {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if len(f.q) == 0 {
+		f.idleAt = f.pushes
+	}
 	buf = append(buf, f.q...)
 	f.q = nil
 	return buf
+}
+
+// idle reports whether the hook has found nothing to take since the last
+// push. A hook pops only once it has settled every event it took, and
+// waits for a wake after an empty pop, so then every request it will send
+// for what was pushed has been answered.
+func (f *fakeSource) idle() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.idleAt == f.pushes
+}
+
+// settle waits until the hook has settled everything pushed to f and
+// waits for more: the point after which a receiver's none is sound.
+func (f *fakeSource) settle(t *testing.T) {
+	t.Helper()
+	eventually(t, "the hook to settle what was pushed", f.idle)
 }
 
 func (f *fakeSource) Stats() informer.ListenerStats {
@@ -163,6 +187,10 @@ func (r *receiver) next() request {
 	}
 }
 
+// none fails if a request came that the test has not read. It does not
+// wait, so it is sound only at a point where nothing can be on its way:
+// the hook settled what it was given (fakeSource.settle) or is parked on
+// the fake clock. Once the hooks have stopped, use noMore.
 func (r *receiver) none() {
 	r.t.Helper()
 	select {
@@ -170,6 +198,16 @@ func (r *receiver) none() {
 		r.t.Fatalf("unexpected request %s", req.body)
 	default:
 	}
+}
+
+// noMore closes the receiver, which waits for every request it is still
+// handling (one a stopping hook gave up on may still be arriving), then
+// fails if any came that the test has not read. Call it once nothing is
+// meant to send to the receiver any more.
+func (r *receiver) noMore() {
+	r.t.Helper()
+	r.srv.Close()
+	r.none()
 }
 
 func testKey(t testing.TB) []byte { return mustKey(t, specSecret) }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 
 	"kubegate/internal/config"
 	"kubegate/internal/informer"
@@ -21,29 +23,40 @@ import (
 )
 
 // startReal runs an informer manager and a webhook Manager against the
-// test apiserver until the test ends.
-func startReal(t *testing.T, hooks ...config.Webhook) *Manager {
+// test apiserver until the test ends, or until stop stops the webhooks
+// (and waits for their goroutines). A nil clk means the real clock.
+func startReal(t *testing.T, clk clock.Clock, hooks ...config.Webhook) (m *Manager, stop func()) {
 	t.Helper()
 	env := testenv.Get(t)
 	inf, err := informer.New(informer.Options{Config: env.Config, Logger: zaptest.NewLogger(t).Named("informer")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(Options{Resources: inf, Webhooks: hooks, Source: env.Config.Host,
-		Logger: zaptest.NewLogger(t), Registerer: prometheus.NewRegistry()})
+	m, err = New(Options{Resources: inf, Webhooks: hooks, Source: env.Config.Host,
+		Logger: zaptest.NewLogger(t), Registerer: prometheus.NewRegistry(), Clock: clk,
+		jitter: func(d time.Duration) time.Duration { return d }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	infCtx, stopInf := context.WithCancel(context.Background())
+	hookCtx, stopHooks := context.WithCancel(infCtx)
 	infDone, hookDone := make(chan error, 1), make(chan error, 1)
-	go func() { infDone <- inf.Start(ctx) }()
-	go func() { hookDone <- m.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		for _, c := range []chan error{hookDone, infDone} {
-			if err := <-c; err != nil {
-				t.Errorf("Start: %v", err)
+	go func() { infDone <- inf.Start(infCtx) }()
+	go func() { hookDone <- m.Start(hookCtx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			stopHooks()
+			if err := <-hookDone; err != nil {
+				t.Errorf("webhook Start: %v", err)
 			}
+		})
+	}
+	t.Cleanup(func() {
+		stop()
+		stopInf()
+		if err := <-infDone; err != nil {
+			t.Errorf("informer Start: %v", err)
 		}
 	})
 	// Start has attached the listeners once the webhook is registered.
@@ -52,7 +65,7 @@ func startReal(t *testing.T, hooks ...config.Webhook) *Manager {
 		defer m.mu.Unlock()
 		return len(m.hooks) == len(hooks)
 	})
-	return m
+	return m, stop
 }
 
 type configMapEvent struct {
@@ -91,7 +104,7 @@ func TestIntegrationConfigMapLifecycle(t *testing.T) {
 			w.WriteHeader(http.StatusInternalServerError)
 		}
 	})
-	startReal(t, c)
+	startReal(t, nil, c)
 
 	ctx := context.Background()
 	cms := env.Client.CoreV1().ConfigMaps(ns)
@@ -147,7 +160,7 @@ func TestIntegrationCollapseWhileDown(t *testing.T) {
 	c.MaxEvents = 16
 	c.Retry = config.WebhookRetry{MaxAttempts: 100000, MaxAge: config.Duration(time.Hour),
 		InitialBackoff: config.Duration(50 * time.Millisecond), MaxBackoff: config.Duration(200 * time.Millisecond)}
-	m := startReal(t, c)
+	m, stop := startReal(t, nil, c)
 
 	ctx := context.Background()
 	cms := env.Client.CoreV1().ConfigMaps(ns)
@@ -204,5 +217,6 @@ func TestIntegrationCollapseWhileDown(t *testing.T) {
 	eventually(t, "an empty queue", func() bool {
 		return testutil.ToFloat64(m.m.queue.WithLabelValues("collapse")) == 0
 	})
-	rcv.none()
+	stop()
+	rcv.noMore()
 }
