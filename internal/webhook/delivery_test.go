@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap/zaptest"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"kubegate/internal/config"
@@ -80,8 +81,7 @@ func TestCloudEventsInOrderAndSigned(t *testing.T) {
 	rcv := newReceiver(t, time.Now)
 	h := start(t, hookConfig(t, "a", rcv.srv.URL))
 	src := h.source("a", 0)
-	src.push(note(informer.Added, "x", 10), note(informer.Modified, "x", 11),
-		informer.Notification{Type: informer.EndOfSnapshot, RV: 11}, note(informer.Deleted, "x", 12), note(informer.Sync, "y", 5))
+	src.push(note(informer.Added, "x", 10), note(informer.Modified, "x", 11), note(informer.Deleted, "x", 12), note(informer.Sync, "y", 5))
 	want := []struct{ typ, rv string }{{"added", "10"}, {"modified", "11"}, {"deleted", "12"}, {"sync", "5"}}
 	ids := map[string]bool{}
 	for _, w := range want {
@@ -510,4 +510,158 @@ func TestShutdownDrainsBufferedEvents(t *testing.T) {
 		t.Fatalf("delivered = %v, shutdown = %v; want 2 and 1 (z failed)", h.metric("a", outcomeDelivered), h.metric("a", outcomeShutdown))
 	}
 	rcv.noMore()
+}
+
+func reset() informer.Notification { return informer.Notification{Type: informer.Reset} }
+
+func endOfSnapshot(rv int) informer.Notification {
+	return informer.Notification{Type: informer.EndOfSnapshot, RV: uint64(rv)}
+}
+
+// A reset reaches the receiver as a reset event, the snapshot as added
+// events and a snapshot.end carrying the snapshot's resourceVersion, the
+// markers naming the collection the webhook's entry selects from. The
+// markers are sent whatever eventTypes says, signed, each with an id of
+// its own.
+func TestResetAndSnapshotEndEvents(t *testing.T) {
+	rcv := newReceiver(t, time.Now)
+	c := hookConfig(t, "a", rcv.srv.URL)
+	c.Resources = []config.WebhookResource{{Resource: "configmaps", Namespace: "ns"}}
+	c.EventTypes = []string{"added"}
+	h := start(t, c)
+	src := h.source("a", 0)
+	const collection = "/api/v1/namespaces/ns/configmaps"
+	want := []struct{ typ, subject, data string }{
+		{"reset", collection, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"ns","annotations":{"kubegate.io/reset":"true"}}}`},
+		{"added", collection + "/x", string(object("x", 5).Raw)},
+		{"added", collection + "/y", string(object("y", 6).Raw)},
+		{"snapshot.end", collection, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"ns","resourceVersion":"7","annotations":{"k8s.io/initial-events-end":"true"}}}`},
+	}
+	markerIDs := map[string]bool{}
+	for round := range 2 {
+		// The second reset comes at the same (fake) time as the first.
+		src.push(note(informer.Modified, "w", 4), reset(), note(informer.Added, "x", 5), note(informer.Added, "y", 6),
+			endOfSnapshot(7), note(informer.Deleted, "x", 8))
+		ids := map[string]bool{}
+		for _, w := range want {
+			ce := decode(t, rcv.next())
+			if ce.Type != eventTypePrefix+w.typ || ce.Subject != w.subject || string(ce.Data) != w.data || ids[ce.ID] {
+				t.Fatalf("round %d: got %+v with data %s\nwant type %s, subject %s, data %s and a new id", round, ce, ce.Data, w.typ, w.subject, w.data)
+			}
+			ids[ce.ID] = true
+			if w.typ != "added" {
+				if markerIDs[ce.ID] {
+					t.Fatalf("round %d: %s has the id of an earlier marker", round, w.typ)
+				}
+				markerIDs[ce.ID] = true
+			}
+		}
+		src.settle(t)
+		rcv.none() // neither the modified nor the deleted event
+	}
+}
+
+// In the watch format both markers are BOOKMARKs of the resource's kind,
+// told apart by their annotation; the end carries the resourceVersion as
+// the apiserver's initial-events-end bookmark does.
+func TestResetAndSnapshotEndWatchFormat(t *testing.T) {
+	rcv := newReceiver(t, time.Now)
+	c := hookConfig(t, "a", rcv.srv.URL)
+	c.Format = "watch"
+	h := start(t, c)
+	src := h.source("a", 0)
+	src.push(reset(), note(informer.Added, "x", 5), endOfSnapshot(7))
+	for _, want := range []string{
+		`{"type":"BOOKMARK","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"annotations":{"kubegate.io/reset":"true"}}}}`,
+		`{"type":"ADDED","object":` + string(object("x", 5).Raw) + `}`,
+		`{"type":"BOOKMARK","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"resourceVersion":"7","annotations":{"k8s.io/initial-events-end":"true"}}}}`,
+	} {
+		if got := rcv.next(); string(got.body) != want {
+			t.Fatalf("got  %s\nwant %s", got.body, want)
+		}
+	}
+	src.settle(t)
+	rcv.none()
+}
+
+// A receiver that rejects a marker is not sent it again (it would reject
+// it again), but the snapshot and the end still follow: the receiver
+// decides what to make of them. The rejection is counted.
+func TestRejectedResetStillSendsTheSnapshot(t *testing.T) {
+	rcv := newReceiver(t, time.Now)
+	rcv.setRespond(func(n int, w http.ResponseWriter) {
+		if n == 1 {
+			w.WriteHeader(http.StatusBadRequest)
+		}
+	})
+	h := start(t, hookConfig(t, "a", rcv.srv.URL))
+	src := h.source("a", 0)
+	src.push(reset(), note(informer.Added, "x", 5), endOfSnapshot(7))
+	for _, want := range []string{"reset", "added", "snapshot.end"} {
+		if ce := decode(t, rcv.next()); ce.Type != eventTypePrefix+want {
+			t.Fatalf("got %s, want %s", ce.Type, want)
+		}
+	}
+	src.settle(t)
+	rcv.none()
+	if h.metric("a", outcomeRejected) != 1 || h.metric("a", outcomeDelivered) != 2 {
+		t.Fatalf("rejected = %v, delivered = %v; want 1 and 2", h.metric("a", outcomeRejected), h.metric("a", outcomeDelivered))
+	}
+}
+
+// Entries of one webhook must not select from the same objects: a
+// receiver reconciles a reset by its collection.
+func TestOverlappingResourcesRejected(t *testing.T) {
+	cm := func(ns, labels string) config.WebhookResource {
+		return config.WebhookResource{Resource: "configmaps", Namespace: ns, LabelSelector: labels}
+	}
+	for _, tc := range []struct {
+		name      string
+		resources []config.WebhookResource
+		err       string
+	}{
+		{"two namespaces", []config.WebhookResource{cm("a", ""), cm("b", "")}, ""},
+		{"the same namespace twice", []config.WebhookResource{cm("a", "x=1"), cm("a", "x=2")},
+			"webhooks[0] (a): resources[1] (configmaps): overlaps resources[0] (configmaps) in /api/v1/namespaces/a/configmaps: " +
+				"list a resource once for all namespaces or once per namespace"},
+		{"a namespace and all of them", []config.WebhookResource{cm("a", ""), cm("b", ""), cm("", "")},
+			"webhooks[0] (a): resources[2] (configmaps): overlaps resources[0] (configmaps) in /api/v1/namespaces/a/configmaps"},
+		{"all namespaces and one", []config.WebhookResource{cm("", ""), cm("a", "")},
+			"webhooks[0] (a): resources[1] (configmaps): overlaps resources[0] (configmaps) in /api/v1/configmaps"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := hookConfig(t, "a", "https://r.example/")
+			c.Resources = tc.resources
+			var sources []*fakeSource
+			m, err := New(Options{Webhooks: []config.Webhook{c}, Logger: zaptest.NewLogger(t),
+				listen: func(_ context.Context, _ string, _ config.WebhookResource, o informer.ListenerOptions) (*informer.ResourceInfo, source, error) {
+					s := &fakeSource{wake: o.Wake}
+					sources = append(sources, s)
+					return configmaps, s, nil
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			if tc.err == "" {
+				cancel() // Start applies the configuration, then returns
+			}
+			defer cancel()
+			err = m.Start(ctx)
+			if tc.err == "" {
+				if err != nil {
+					t.Fatalf("Start: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.HasPrefix(err.Error(), tc.err) {
+				t.Fatalf("err = %v\nwant %s...", err, tc.err)
+			}
+			for i, s := range sources {
+				if !s.isStopped() {
+					t.Errorf("listener %d left attached", i)
+				}
+			}
+		})
+	}
 }

@@ -25,11 +25,16 @@ type source interface {
 	Stop()
 }
 
-// input is one watched resource of a hook.
+// input is one watched resource of a hook: one entry of its resources.
 type input struct {
 	info *informer.ResourceInfo
-	src  source
-	last informer.ListenerStats // counters already reported
+	// namespace is the entry's namespace, "" for all; collection is the
+	// path listing what the entry selects from, the subject of its
+	// markers. No two inputs of a hook share a collection or nest.
+	namespace  string
+	collection string
+	src        source
+	last       informer.ListenerStats // counters already reported
 }
 
 // hook delivers one webhook's events.
@@ -56,7 +61,8 @@ type hook struct {
 	clock  clock.Clock
 	jitter func(time.Duration) time.Duration
 	drain  time.Duration
-	taken  int // events popped and not yet settled, for the queue gauge
+	taken  int    // events popped and not yet settled, for the queue gauge
+	seq    uint64 // markers rendered, to tell apart their ids
 	m      *metrics
 	log    *zap.Logger
 }
@@ -158,7 +164,8 @@ func (h *hook) drainPending(dctx context.Context, pending []event) {
 }
 
 // pop takes everything the listeners hold, in order per listener, and
-// renders the event types the webhook wants.
+// renders the event types the webhook wants, and every reset and
+// snapshot.end marker.
 func (h *hook) pop(pending []event, buf []informer.Notification) ([]event, []informer.Notification) {
 	now := h.clock.Now()
 	for _, in := range h.inputs {
@@ -166,8 +173,13 @@ func (h *hook) pop(pending []event, buf []informer.Notification) ([]event, []inf
 		for _, n := range buf {
 			switch {
 			case n.Type == informer.Reset:
-				h.log.Warn("backlog overflowed and could not be collapsed: re-sending the current state as added events",
-					zap.String("resource", in.info.GVR.String()))
+				h.log.Warn("reset: sending the current state of the resource between reset and snapshot.end events",
+					zap.String("collection", in.collection))
+				h.seq++
+				pending = append(pending, newMarker(in, kindReset, 0, h.cfg.Format, h.source, now, h.seq))
+			case n.Type == informer.EndOfSnapshot:
+				h.seq++
+				pending = append(pending, newMarker(in, kindSnapshotEnd, n.RV, h.cfg.Format, h.source, now, h.seq))
 			case h.types[n.Type] && n.Object != nil:
 				pending = append(pending, newEvent(in.info, n, h.cfg.Format, h.source, now))
 			}
@@ -183,10 +195,12 @@ func (h *hook) reportOverflows(in *input) {
 	if d := s.Collapses - in.last.Collapses; d > 0 {
 		h.m.overflows.WithLabelValues(h.name(), "collapse").Add(float64(d))
 		h.log.Warn("backlog reached its bound and was collapsed to the latest state per object",
-			zap.String("resource", in.info.GVR.String()), zap.Int("maxEvents", h.cfg.MaxEvents), zap.Uint64("collapses", s.Collapses))
+			zap.String("collection", in.collection), zap.Int("maxEvents", h.cfg.MaxEvents), zap.Uint64("collapses", s.Collapses))
 	}
 	if d := s.Resets - in.last.Resets; d > 0 {
 		h.m.overflows.WithLabelValues(h.name(), "reset").Add(float64(d))
+		h.log.Warn("backlog reached its bound and could not be collapsed: the receiver gets a reset and the current state",
+			zap.String("collection", in.collection), zap.Int("maxEvents", h.cfg.MaxEvents), zap.Uint64("resets", s.Resets))
 	}
 	in.last = s
 }
@@ -215,6 +229,10 @@ func (h *hook) deliver(ctx, actx context.Context, ev *event) result {
 			return res
 		case resultRejected:
 			h.m.deliveries.WithLabelValues(h.name(), outcomeRejected).Inc()
+			if ev.marker {
+				h.log.Error("receiver rejected a "+ev.kind+" event: it cannot tell which of its objects were deleted until the next reset",
+					zap.String("id", ev.id), zap.String("collection", ev.key))
+			}
 			return res
 		case resultGone:
 			return res

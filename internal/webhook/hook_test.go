@@ -2,16 +2,20 @@ package webhook
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -102,10 +106,15 @@ var configmaps = &informer.ResourceInfo{
 	Namespaced: true,
 }
 
-func object(name string, rv int) *informer.Object {
-	raw := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"ns","resourceVersion":"%d"},"data":{"rv":"%d"}}`, name, rv, rv)
+func object(name string, rv int) *informer.Object { return objectUID(name, "uid-"+name, rv) }
+
+// objectUID is object with a given UID, for an object re-created under
+// its name.
+func objectUID(name, uid string, rv int) *informer.Object {
+	raw := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"ns","uid":%q,"resourceVersion":"%d"},"data":{"rv":"%d"}}`,
+		name, uid, rv, rv)
 	return &informer.Object{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name), ResourceVersion: fmt.Sprint(rv)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uid), ResourceVersion: fmt.Sprint(rv)},
 		RV:         uint64(rv),
 		Raw:        []byte(raw),
 	}
@@ -292,4 +301,99 @@ func start(t *testing.T, hooks ...config.Webhook) *harness {
 	}
 	t.Cleanup(h.stop)
 	return h
+}
+
+// reconciler is a receiver's copy of the objects, kept as
+// docs/webhooks.md tells receivers to: by namespace/name; a reset marks
+// every object of its collection stale (same apiVersion and kind, and
+// the same namespace if the marker names one); added, modified and sync
+// store an object and unmark it; deleted removes it; snapshot.end removes
+// what is still stale in its collection.
+type reconciler struct {
+	objects map[string]heldObject
+	stale   map[string]bool
+	// types counts the events applied by type.
+	types map[string]int
+}
+
+type heldObject struct {
+	apiVersion, kind, namespace string
+	state                       string // uid@resourceVersion
+}
+
+func newReconciler() *reconciler {
+	return &reconciler{objects: map[string]heldObject{}, stale: map[string]bool{}, types: map[string]int{}}
+}
+
+func (r *reconciler) apply(t *testing.T, ce cloudEvent) {
+	t.Helper()
+	var o struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Namespace       string `json:"namespace"`
+			Name            string `json:"name"`
+			UID             string `json:"uid"`
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(ce.Data, &o); err != nil {
+		t.Fatalf("data %s: %v", ce.Data, err)
+	}
+	m := o.Metadata
+	key := m.Namespace + "/" + m.Name
+	inScope := func(h heldObject) bool {
+		return h.apiVersion == o.APIVersion && h.kind == o.Kind && (m.Namespace == "" || h.namespace == m.Namespace)
+	}
+	typ := strings.TrimPrefix(ce.Type, eventTypePrefix)
+	r.types[typ]++
+	switch typ {
+	case "added", "modified", "sync":
+		r.objects[key] = heldObject{o.APIVersion, o.Kind, m.Namespace, m.UID + "@" + m.ResourceVersion}
+		delete(r.stale, key)
+	case "deleted":
+		delete(r.objects, key)
+		delete(r.stale, key)
+	case "reset":
+		for k, h := range r.objects {
+			if inScope(h) {
+				r.stale[k] = true
+			}
+		}
+	case "snapshot.end":
+		for k := range r.stale {
+			if inScope(r.objects[k]) {
+				delete(r.objects, k)
+				delete(r.stale, k)
+			}
+		}
+	default:
+		t.Fatalf("unknown event type %s", ce.Type)
+	}
+}
+
+// view is what the receiver holds: namespace/name → uid@resourceVersion.
+func (r *reconciler) view() map[string]string {
+	v := map[string]string{}
+	for k, h := range r.objects {
+		v[k] = h.state
+	}
+	return v
+}
+
+// converge applies what rcv receives until the receiver holds want,
+// failing with the difference if nothing comes for 10s.
+func (r *reconciler) converge(t *testing.T, rcv *receiver, want map[string]string) {
+	t.Helper()
+	for !maps.Equal(r.view(), want) {
+		select {
+		case req := <-rcv.got:
+			if req.verify != nil {
+				t.Errorf("signature: %v", req.verify)
+			}
+			r.apply(t, decode(t, req))
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the receiver's objects (-want +got):\n%s", cmp.Diff(want, r.view()))
+		}
+	}
 }
