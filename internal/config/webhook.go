@@ -77,8 +77,9 @@ type WebhookResource struct {
 	FieldSelector string `json:"fieldSelector,omitempty"`
 }
 
-// WebhookRetry is a delivery retry policy. An event is dropped once it has
-// been attempted MaxAttempts times or MaxAge after its first attempt.
+// WebhookRetry is a delivery retry policy. Once an event has been
+// attempted MaxAttempts times, or MaxAge after its first attempt, the
+// webhook gives up on it and sends a reset and the current state instead.
 type WebhookRetry struct {
 	// MaxAttempts bounds attempts per event. Default 12.
 	MaxAttempts int `json:"maxAttempts,omitempty"`

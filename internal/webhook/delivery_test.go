@@ -3,12 +3,15 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap/zaptest"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -207,38 +210,71 @@ func TestRetryAfterParse(t *testing.T) {
 	}
 }
 
-func TestPermanentFailuresAndDrops(t *testing.T) {
+// expectTypes reads the next requests and checks their CloudEvents types
+// and subjects' last segment ("" for a marker's collection).
+func (r *receiver) expectTypes(want ...string) {
+	r.t.Helper()
+	for _, w := range want {
+		typ, name, _ := strings.Cut(w, " ")
+		ce := decode(r.t, r.next())
+		if ce.Type != eventTypePrefix+typ || name != "" && !strings.HasSuffix(ce.Subject, "/"+name) {
+			r.t.Fatalf("got %s %s, want %s", ce.Type, ce.Subject, w)
+		}
+	}
+}
+
+func (h *harness) counter(c *prometheus.CounterVec, labels ...string) float64 {
+	return testutil.ToFloat64(c.WithLabelValues(labels...))
+}
+
+// A permanent failure is not retried. An event that runs out of retries
+// is not dropped: it and the events taken with it give way to a reset and
+// the current state, which the receiver gets instead.
+func TestPermanentFailuresAndExhaustedRetries(t *testing.T) {
 	rcv := newReceiver(t, time.Now)
 	rcv.setRespond(func(n int, w http.ResponseWriter) {
 		switch n {
 		case 1:
 			w.WriteHeader(http.StatusBadRequest) // permanent: not retried
 		case 2, 3:
-			w.WriteHeader(http.StatusBadGateway) // retried, then dropped
+			w.WriteHeader(http.StatusBadGateway) // retried, then out of retries
 		}
 	})
 	c := hookConfig(t, "a", rcv.srv.URL)
 	c.Retry.MaxAttempts = 2
 	h := start(t, c)
 	rcv.setNow(h.clock.Now)
-	h.source("a", 0).push(note(informer.Added, "x", 1), note(informer.Added, "y", 2), note(informer.Added, "z", 3))
-	if ce := decode(t, rcv.next()); !strings.HasSuffix(ce.Subject, "/x") {
-		t.Fatalf("first %s", ce.Subject)
-	}
+	src := h.source("a", 0)
+	src.change(note(informer.Added, "x", 1), note(informer.Added, "y", 2), note(informer.Added, "z", 3))
+	rcv.expectTypes("added x")
 	y := rcv.next()
 	h.stepWhenWaiting(time.Second)
 	if again := rcv.next(); again.header.Get(HeaderID) != y.header.Get(HeaderID) {
 		t.Fatal("second attempt is another event")
 	}
-	if ce := decode(t, rcv.next()); !strings.HasSuffix(ce.Subject, "/z") {
-		t.Fatalf("third %s", ce.Subject)
+	rcv.expectTypes("reset", "added x", "added y", "added z", "snapshot.end")
+	src.settle(t)
+	rcv.none()
+	for _, c := range []struct {
+		what      string
+		got, want float64
+	}{
+		{"rejected", h.metric("a", outcomeRejected), 1},
+		{"superseded", h.metric("a", outcomeSuperseded), 2}, // y and z
+		{"delivered", h.metric("a", outcomeDelivered), 5},
+		{"resets for retries", h.counter(h.m.m.resets, "a", reasonRetriesExhausted), 1},
+		{"resets for overflows", h.counter(h.m.m.resets, "a", reasonOverflow), 0},
+		{"overflows", h.counter(h.m.m.overflows, "a", "reset"), 0},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.what, c.got, c.want)
+		}
 	}
-	eventually(t, "metrics", func() bool {
-		return h.metric("a", outcomeRejected) == 1 && h.metric("a", outcomeDropped) == 1 && h.metric("a", outcomeDelivered) == 1
-	})
 }
 
-func TestMaxAgeDrops(t *testing.T) {
+// maxAge is a retry budget too: a Retry-After past it supersedes the
+// events taken at once.
+func TestMaxAgeSupersedes(t *testing.T) {
 	rcv := newReceiver(t, time.Now)
 	rcv.setRespond(func(n int, w http.ResponseWriter) {
 		if n == 1 {
@@ -250,12 +286,13 @@ func TestMaxAgeDrops(t *testing.T) {
 	c.Retry.MaxAge = config.Duration(time.Minute)
 	h := start(t, c)
 	rcv.setNow(h.clock.Now)
-	h.source("a", 0).push(note(informer.Added, "x", 1), note(informer.Added, "y", 2))
-	rcv.next()
-	if ce := decode(t, rcv.next()); !strings.HasSuffix(ce.Subject, "/y") {
-		t.Fatalf("after an hour-long Retry-After past maxAge got %s", ce.Subject)
+	src := h.source("a", 0)
+	src.change(note(informer.Added, "x", 1), note(informer.Added, "y", 2))
+	rcv.expectTypes("added x", "reset", "added x", "added y", "snapshot.end")
+	src.settle(t)
+	if h.metric("a", outcomeSuperseded) != 2 || h.clock.HasWaiters() {
+		t.Fatalf("superseded = %v, want 2 without waiting", h.metric("a", outcomeSuperseded))
 	}
-	eventually(t, "dropped metric", func() bool { return h.metric("a", outcomeDropped) == 1 })
 }
 
 func TestGoneDisables(t *testing.T) {
@@ -663,5 +700,77 @@ func TestOverlappingResourcesRejected(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A receiver down for longer than the retry budget loses no final state
+// and no delete. The event that runs out of retries, and those taken with
+// it, give way to a reset; the reset is retried past the budget, at most
+// maxBackoff apart, until the receiver is back; then the snapshot and its
+// end let the receiver drop what was deleted meanwhile, and the changes
+// made while the reset was being retried follow.
+func TestOutageLongerThanTheRetryBudget(t *testing.T) {
+	rcv := newReceiver(t, time.Now)
+	var down atomic.Bool
+	rcv.setRespond(func(n int, w http.ResponseWriter) {
+		if down.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	c := hookConfig(t, "a", rcv.srv.URL)
+	c.Retry.MaxAttempts, c.Retry.MaxBackoff = 3, config.Duration(4*time.Second)
+	h := start(t, c)
+	rcv.setNow(h.clock.Now)
+	src := h.source("a", 0)
+	rec := newReconciler()
+	for i := range 5 {
+		src.change(note(informer.Added, fmt.Sprintf("o%d", i), i+1))
+	}
+	rec.converge(t, rcv, src.view())
+
+	down.Store(true)
+	src.change(note(informer.Modified, "o0", 10))
+	first := rcv.next()
+	src.change(note(informer.Deleted, "o1", 11), note(informer.Added, "o5", 12), note(informer.Modified, "o5", 13),
+		note(informer.Deleted, "o2", 14), note(informer.Deleted, "o3", 15),
+		informer.Notification{Type: informer.Added, Object: objectUID("o3", "uid-o3-again", 16), RV: 16})
+	// Attempts 2 and 3 of the first event, 1s and 2s after the one before.
+	for _, wait := range []time.Duration{time.Second, 2 * time.Second} {
+		h.stepWhenWaiting(wait)
+		if again := rcv.next(); again.header.Get(HeaderID) != first.header.Get(HeaderID) {
+			t.Fatalf("got %s, want a retry of %s", again.body, first.body)
+		}
+	}
+	// Out of retries: a reset instead, retried well past maxAttempts, each
+	// attempt at most maxBackoff after the one before.
+	reset := decode(t, rcv.next())
+	if reset.Type != eventTypePrefix+"reset" {
+		t.Fatalf("after the retry budget got %s, want a reset", reset.Type)
+	}
+	for i := range 2 * c.Retry.MaxAttempts {
+		h.stepWhenWaiting(4 * time.Second)
+		if again := decode(t, rcv.next()); again.ID != reset.ID {
+			t.Fatalf("attempt %d after the reset: got %s %s, want the reset again", i+2, again.Type, again.Subject)
+		}
+		if i == 2 { // changes while the reset waits: after the snapshot
+			src.change(note(informer.Deleted, "o4", 20), note(informer.Added, "o6", 21))
+		}
+	}
+	eventually(t, "the reset's next retry", h.clock.HasWaiters)
+	rcv.none() // parked on the clock: nothing in flight
+
+	down.Store(false)
+	h.clock.Step(4 * time.Second)
+	rec.converge(t, rcv, src.view())
+	src.settle(t)
+	rcv.none()
+	if rec.types["reset"] != 1 || rec.types["snapshot.end"] != 1 {
+		t.Errorf("receiver applied %v, want one reset and one snapshot.end", rec.types)
+	}
+	if got := h.counter(h.m.m.resets, "a", reasonRetriesExhausted); got != 1 {
+		t.Errorf("resets for exhausted retries = %v, want 1", got)
+	}
+	if got := h.metric("a", outcomeSuperseded); got < 1 {
+		t.Errorf("superseded = %v, want at least the event that ran out of retries", got)
 	}
 }

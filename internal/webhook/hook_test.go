@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -28,7 +29,10 @@ import (
 	"kubegate/internal/informer"
 )
 
-// fakeSource stands in for an informer listener.
+// fakeSource stands in for an informer listener. Notifications pushed
+// are handed out as they are. Those passed to change also update the
+// state it keeps, which is what it hands out, as a listener does, after a
+// Reset: Reset, the state as Added, EndOfSnapshot.
 type fakeSource struct {
 	wake chan<- struct{}
 	// mu guards everything below.
@@ -39,28 +43,76 @@ type fakeSource struct {
 	// pushes counts push calls; idleAt is pushes as of the last Pop that
 	// found nothing. See idle.
 	pushes, idleAt int
+	state          map[string]informer.Notification // by name
+	lastRV         uint64
+	resetDue       bool
 }
 
 func (f *fakeSource) push(ns ...informer.Notification) {
 	f.mu.Lock()
-	f.q = append(f.q, ns...)
+	if !f.resetDue { // as a listener that is to reset drops changes
+		f.q = append(f.q, ns...)
+	}
 	f.pushes++
 	f.mu.Unlock()
+	f.signal()
+}
+
+func (f *fakeSource) signal() {
 	select {
 	case f.wake <- struct{}{}:
 	default:
 	}
 }
 
+// change records live changes in the state, then pushes them.
+func (f *fakeSource) change(ns ...informer.Notification) {
+	f.mu.Lock()
+	if f.state == nil {
+		f.state = map[string]informer.Notification{}
+	}
+	for _, n := range ns {
+		if n.Type == informer.Deleted {
+			delete(f.state, n.Object.Name)
+		} else {
+			f.state[n.Object.Name] = informer.Notification{Type: informer.Added, Object: n.Object, RV: n.RV}
+		}
+		f.lastRV = max(f.lastRV, n.RV)
+	}
+	f.mu.Unlock()
+	f.push(ns...)
+}
+
 func (f *fakeSource) Pop(buf []informer.Notification) []informer.Notification {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.resetDue {
+		f.resetDue = false
+		buf = append(buf, informer.Notification{Type: informer.Reset})
+		for _, name := range slices.Sorted(maps.Keys(f.state)) {
+			buf = append(buf, f.state[name])
+		}
+		return append(buf, informer.Notification{Type: informer.EndOfSnapshot, RV: f.lastRV})
+	}
 	if len(f.q) == 0 {
 		f.idleAt = f.pushes
 	}
 	buf = append(buf, f.q...)
 	f.q = nil
 	return buf
+}
+
+func (f *fakeSource) Reset() {
+	f.mu.Lock()
+	if f.stopped {
+		f.mu.Unlock()
+		return
+	}
+	f.q = nil
+	f.resetDue = true
+	f.stats.Resets++
+	f.mu.Unlock()
+	f.signal()
 }
 
 // idle reports whether the hook has found nothing to take since the last
@@ -396,4 +448,15 @@ func (r *reconciler) converge(t *testing.T, rcv *receiver, want map[string]strin
 			t.Fatalf("the receiver's objects (-want +got):\n%s", cmp.Diff(want, r.view()))
 		}
 	}
+}
+
+// view is what a receiver should hold of f's state.
+func (f *fakeSource) view() map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v := map[string]string{}
+	for _, n := range f.state {
+		v[n.Object.Namespace+"/"+n.Object.Name] = string(n.Object.UID) + "@" + n.Object.ResourceVersion
+	}
+	return v
 }

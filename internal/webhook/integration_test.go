@@ -226,8 +226,8 @@ func TestIntegrationCollapseWhileDown(t *testing.T) {
 }
 
 // TestIntegrationOutageReconciles takes a receiver down while config maps
-// it knows are changed, created and deleted, until its webhook overflows
-// its bound past collapsing. Once the
+// it knows are changed, created and deleted, until its webhook either
+// overflows its bound past collapsing or runs out of retries. Once the
 // receiver is back and applies what it is sent as docs/webhooks.md says,
 // it holds exactly what the apiserver holds: no final state and no delete
 // is lost. The webhook's clock is fake, so the outage lasts as many
@@ -254,6 +254,37 @@ func TestIntegrationOutageReconciles(t *testing.T) {
 			}
 			o.delete("new-0")
 			eventually(o.t, "a reset of the listener", func() bool { return o.listener().Stats().Resets > 0 })
+		},
+	}, {
+		name:      "retries exhausted",
+		maxEvents: 16,
+		retry:     config.WebhookRetry{MaxAttempts: 3, MaxAge: config.Duration(24 * time.Hour), InitialBackoff: config.Duration(time.Second), MaxBackoff: config.Duration(2 * time.Second)},
+		outage: func(o *outage) {
+			// Fewer changes than the bound: only the retry budget resets.
+			before := o.changes
+			o.deleteAll("gone-")
+			o.update("keep-1")
+			for i := range 2 {
+				o.create(fmt.Sprintf("new-%d", i))
+			}
+			o.delete("new-0")
+			eventually(o.t, "the changes in the listener", func() bool { return o.listener().Stats().Buffered == o.changes-before })
+			for _, wait := range []time.Duration{time.Second, 2 * time.Second} {
+				o.stepWhenWaiting(wait)
+				if ce := decode(o.t, o.rcv.next()); ce.Type != eventTypePrefix+"modified" {
+					o.t.Fatalf("got %s, want the first event again", ce.Type)
+				}
+			}
+			reset := decode(o.t, o.rcv.next())
+			if reset.Type != eventTypePrefix+"reset" {
+				o.t.Fatalf("after the retry budget got %s %s, want a reset", reset.Type, reset.Subject)
+			}
+			for range 5 {
+				o.stepWhenWaiting(2 * time.Second)
+				if ce := decode(o.t, o.rcv.next()); ce.ID != reset.ID {
+					o.t.Fatalf("got %s %s, want the reset again", ce.Type, ce.Subject)
+				}
+			}
 		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
