@@ -26,9 +26,13 @@ type Webhook struct {
 	// URL receives the POSTs. Required; absolute http or https.
 	URL string `json:"url"`
 	// Resources are the watched resources with their filters. At least one.
+	// A resource may be listed more than once only for different
+	// namespaces (checked when the webhook starts, once names are
+	// resolved).
 	Resources []WebhookResource `json:"resources"`
 	// EventTypes are the event kinds sent: added, modified, deleted, sync.
-	// Default all four.
+	// Default all four. The reset and snapshot.end markers are always
+	// sent.
 	EventTypes []string `json:"eventTypes,omitempty"`
 	// ResyncPeriod re-sends every matching object as a sync event this
 	// often. Default 0 (never).
@@ -73,8 +77,9 @@ type WebhookResource struct {
 	FieldSelector string `json:"fieldSelector,omitempty"`
 }
 
-// WebhookRetry is a delivery retry policy. An event is dropped once it has
-// been attempted MaxAttempts times or MaxAge after its first attempt.
+// WebhookRetry is a delivery retry policy. Once an event has been
+// attempted MaxAttempts times, or MaxAge after its first attempt, the
+// webhook gives up on it and sends a reset and the current state instead.
 type WebhookRetry struct {
 	// MaxAttempts bounds attempts per event. Default 12.
 	MaxAttempts int `json:"maxAttempts,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/buffer"
 	"k8s.io/utils/clock"
 )
@@ -331,20 +332,27 @@ func (l *Listener) resetLocked() {
 
 // collapseLocked rewrites the ring to hold the latest state per object,
 // ordered by each object's last change, so no later state for an object is
-// overtaken by an earlier one. Caller must hold l.mu.
+// overtaken by an earlier one. An object is a UID, not a name: an object
+// deleted and re-created under its name is two objects, so the consumer
+// is told the old one is gone before it is told of the new one. Caller
+// must hold l.mu.
 func (l *Listener) collapseLocked() {
 	type entry struct {
 		first, last Notification
 		pos         int
 	}
-	byKey := make(map[string]*entry, l.ring.Len())
-	var order []string
+	type objectID struct {
+		key string
+		uid types.UID
+	}
+	byKey := make(map[objectID]*entry, l.ring.Len())
+	var order []objectID
 	for i := 0; ; i++ {
 		n, ok := l.ring.ReadOne()
 		if !ok {
 			break
 		}
-		k := n.Object.Key()
+		k := objectID{n.Object.Key(), n.Object.UID}
 		e := byKey[k]
 		if e == nil {
 			e = &entry{first: n}
@@ -367,8 +375,9 @@ func (l *Listener) collapseLocked() {
 	}
 }
 
-// collapsed reduces an object's first and last pending changes to what a
-// consumer that saw neither needs to reach the last state.
+// collapsed reduces one object's (one UID's) first and last pending
+// changes to what a consumer that saw neither needs to reach the last
+// state.
 func collapsed(first, last Notification) []Notification {
 	switch {
 	case first.Type == Added && last.Type == Deleted:
@@ -379,7 +388,8 @@ func collapsed(first, last Notification) []Notification {
 	case last.Type == Deleted:
 		return []Notification{last}
 	case first.Type == Deleted:
-		// Deleted and re-created: the consumer knew the old object.
+		// Left the filter and came back (same UID): the consumer
+		// dropped it at the first change and must add it again.
 		return []Notification{first, {Type: Added, Object: last.Object, RV: last.RV}}
 	default:
 		last.Type = Modified
@@ -553,6 +563,23 @@ func (l *Listener) Overflowed() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.needReset
+}
+
+// Reset drops the backlog and makes the next Pop return a Reset, a
+// snapshot and an EndOfSnapshot, as an overflow that cannot be collapsed
+// does. A consumer calls it when it had to discard what it popped (a
+// webhook whose receiver stayed down past its retry budget). It is
+// counted in Stats().Resets. It does nothing once the listener is
+// stopped.
+func (l *Listener) Reset() {
+	l.mu.Lock()
+	if l.stopped {
+		l.mu.Unlock()
+		return
+	}
+	l.resetLocked()
+	l.mu.Unlock()
+	l.signal()
 }
 
 // Stop detaches the listener from its resource. Pop keeps returning what

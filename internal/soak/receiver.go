@@ -14,19 +14,23 @@ import (
 
 // receiver is the webhook receiver: it verifies each request's signature
 // and keeps the last state per object (namespace/name → resourceVersion,
-// deleted objects removed). While failing it answers 503 and records
-// nothing, so the gateway must retry.
+// deleted objects removed), reconciling resets as docs/webhooks.md says.
+// While failing it answers 503 and records nothing, so the gateway must
+// retry.
 type receiver struct {
 	keys     [][]byte
 	counters *counters
 	failing  atomic.Bool
 
-	mu    sync.Mutex // guards state
+	mu    sync.Mutex // guards state and stale
 	state map[string]string
+	// stale holds the objects not seen since a reset; its end removes
+	// them. The webhook watches one resource, so a reset covers all.
+	stale map[string]bool
 }
 
 func newReceiver(keys [][]byte, c *counters) *receiver {
-	return &receiver{keys: keys, counters: c, state: map[string]string{}}
+	return &receiver{keys: keys, counters: c, state: map[string]string{}, stale: map[string]bool{}}
 }
 
 func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -49,9 +53,10 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		Type   string `json:"type"`
 		Object struct {
 			Metadata struct {
-				Name            string `json:"name"`
-				Namespace       string `json:"namespace"`
-				ResourceVersion string `json:"resourceVersion"`
+				Name            string            `json:"name"`
+				Namespace       string            `json:"namespace"`
+				ResourceVersion string            `json:"resourceVersion"`
+				Annotations     map[string]string `json:"annotations"`
 			} `json:"metadata"`
 		} `json:"object"`
 	}
@@ -62,11 +67,23 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	m := ev.Object.Metadata
 	r.mu.Lock()
-	switch ev.Type {
-	case "DELETED":
-		delete(r.state, key(m.Namespace, m.Name))
+	k := key(m.Namespace, m.Name)
+	switch {
+	case ev.Type == "BOOKMARK" && m.Annotations["kubegate.io/reset"] == "true":
+		for k := range r.state {
+			r.stale[k] = true
+		}
+	case ev.Type == "BOOKMARK" && m.Annotations["k8s.io/initial-events-end"] == "true":
+		for k := range r.stale {
+			delete(r.state, k)
+		}
+		clear(r.stale)
+	case ev.Type == "DELETED":
+		delete(r.state, k)
+		delete(r.stale, k)
 	default:
-		r.state[key(m.Namespace, m.Name)] = m.ResourceVersion
+		r.state[k] = m.ResourceVersion
+		delete(r.stale, k)
 	}
 	r.mu.Unlock()
 	r.counters.webhookOK.Add(1)

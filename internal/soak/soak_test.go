@@ -76,7 +76,7 @@ go_goroutines 42
 kubegate_ws_resets_total{reason="Overflow"} 3
 kubegate_ws_resets_total{reason="Reauthorized"} 2
 kubegate_webhook_deliveries_total{outcome="delivered",webhook="soak"} 10
-kubegate_webhook_deliveries_total{outcome="dropped",webhook="soak"} 1
+kubegate_webhook_deliveries_total{outcome="superseded",webhook="soak"} 1
 weird{l="a } b"} 1.5e+06 1700000000
 `
 	m, err := parseMetrics(strings.NewReader(text))

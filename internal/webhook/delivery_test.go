@@ -3,13 +3,17 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap/zaptest"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"kubegate/internal/config"
@@ -80,8 +84,7 @@ func TestCloudEventsInOrderAndSigned(t *testing.T) {
 	rcv := newReceiver(t, time.Now)
 	h := start(t, hookConfig(t, "a", rcv.srv.URL))
 	src := h.source("a", 0)
-	src.push(note(informer.Added, "x", 10), note(informer.Modified, "x", 11),
-		informer.Notification{Type: informer.EndOfSnapshot, RV: 11}, note(informer.Deleted, "x", 12), note(informer.Sync, "y", 5))
+	src.push(note(informer.Added, "x", 10), note(informer.Modified, "x", 11), note(informer.Deleted, "x", 12), note(informer.Sync, "y", 5))
 	want := []struct{ typ, rv string }{{"added", "10"}, {"modified", "11"}, {"deleted", "12"}, {"sync", "5"}}
 	ids := map[string]bool{}
 	for _, w := range want {
@@ -111,7 +114,8 @@ func TestWatchFormatAndEventTypes(t *testing.T) {
 	c.Format = "watch"
 	c.EventTypes = []string{"deleted"}
 	h := start(t, c)
-	h.source("a", 0).push(note(informer.Added, "x", 1), note(informer.Deleted, "x", 2))
+	src := h.source("a", 0)
+	src.push(note(informer.Added, "x", 1), note(informer.Deleted, "x", 2))
 	req := rcv.next()
 	var ev struct {
 		Type   string          `json:"type"`
@@ -123,8 +127,11 @@ func TestWatchFormatAndEventTypes(t *testing.T) {
 	if ev.Type != "DELETED" || string(ev.Object) != string(object("x", 2).Raw) || req.header.Get("Content-Type") != "application/json" {
 		t.Fatalf("got %s", req.body)
 	}
-	eventually(t, "delivered metric", func() bool { return h.metric("a", outcomeDelivered) == 1 })
-	rcv.none()
+	src.settle(t)
+	rcv.none() // not the added event
+	if h.metric("a", outcomeDelivered) != 1 {
+		t.Fatalf("delivered = %v, want 1", h.metric("a", outcomeDelivered))
+	}
 }
 
 // A failing receiver gets the same event (same id and body) on every
@@ -145,10 +152,11 @@ func TestRetryKeepsIDAndOrder(t *testing.T) {
 	src.push(note(informer.Modified, "x", 2)) // arrives while the first is retried
 	for _, backoff := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
 		h.stepWhenWaiting(backoff - time.Millisecond)
-		rcv.none()
+		// Still parked on the retry timer, so nothing is in flight.
 		if !h.clock.HasWaiters() {
 			t.Fatalf("retried before the %s backoff elapsed", backoff)
 		}
+		rcv.none()
 		h.clock.Step(time.Millisecond)
 		again := rcv.next()
 		if again.header.Get(HeaderID) != first.header.Get(HeaderID) || string(again.body) != string(first.body) {
@@ -179,10 +187,10 @@ func TestRetryAfter(t *testing.T) {
 			h.source("a", 0).push(note(informer.Added, "x", 1))
 			rcv.next()
 			h.stepWhenWaiting(29 * time.Second) // well past the 1s backoff
-			rcv.none()
 			if !h.clock.HasWaiters() {
 				t.Fatal("Retry-After: 30 not honoured")
 			}
+			rcv.none() // parked on the timer: nothing in flight
 			h.clock.Step(time.Second)
 			rcv.next()
 			eventually(t, "delivered metric", func() bool { return h.metric("a", outcomeDelivered) == 1 })
@@ -202,38 +210,71 @@ func TestRetryAfterParse(t *testing.T) {
 	}
 }
 
-func TestPermanentFailuresAndDrops(t *testing.T) {
+// expectTypes reads the next requests and checks their CloudEvents types
+// and subjects' last segment ("" for a marker's collection).
+func (r *receiver) expectTypes(want ...string) {
+	r.t.Helper()
+	for _, w := range want {
+		typ, name, _ := strings.Cut(w, " ")
+		ce := decode(r.t, r.next())
+		if ce.Type != eventTypePrefix+typ || name != "" && !strings.HasSuffix(ce.Subject, "/"+name) {
+			r.t.Fatalf("got %s %s, want %s", ce.Type, ce.Subject, w)
+		}
+	}
+}
+
+func (h *harness) counter(c *prometheus.CounterVec, labels ...string) float64 {
+	return testutil.ToFloat64(c.WithLabelValues(labels...))
+}
+
+// A permanent failure is not retried. An event that runs out of retries
+// is not dropped: it and the events taken with it give way to a reset and
+// the current state, which the receiver gets instead.
+func TestPermanentFailuresAndExhaustedRetries(t *testing.T) {
 	rcv := newReceiver(t, time.Now)
 	rcv.setRespond(func(n int, w http.ResponseWriter) {
 		switch n {
 		case 1:
 			w.WriteHeader(http.StatusBadRequest) // permanent: not retried
 		case 2, 3:
-			w.WriteHeader(http.StatusBadGateway) // retried, then dropped
+			w.WriteHeader(http.StatusBadGateway) // retried, then out of retries
 		}
 	})
 	c := hookConfig(t, "a", rcv.srv.URL)
 	c.Retry.MaxAttempts = 2
 	h := start(t, c)
 	rcv.setNow(h.clock.Now)
-	h.source("a", 0).push(note(informer.Added, "x", 1), note(informer.Added, "y", 2), note(informer.Added, "z", 3))
-	if ce := decode(t, rcv.next()); !strings.HasSuffix(ce.Subject, "/x") {
-		t.Fatalf("first %s", ce.Subject)
-	}
+	src := h.source("a", 0)
+	src.change(note(informer.Added, "x", 1), note(informer.Added, "y", 2), note(informer.Added, "z", 3))
+	rcv.expectTypes("added x")
 	y := rcv.next()
 	h.stepWhenWaiting(time.Second)
 	if again := rcv.next(); again.header.Get(HeaderID) != y.header.Get(HeaderID) {
 		t.Fatal("second attempt is another event")
 	}
-	if ce := decode(t, rcv.next()); !strings.HasSuffix(ce.Subject, "/z") {
-		t.Fatalf("third %s", ce.Subject)
+	rcv.expectTypes("reset", "added x", "added y", "added z", "snapshot.end")
+	src.settle(t)
+	rcv.none()
+	for _, c := range []struct {
+		what      string
+		got, want float64
+	}{
+		{"rejected", h.metric("a", outcomeRejected), 1},
+		{"superseded", h.metric("a", outcomeSuperseded), 2}, // y and z
+		{"delivered", h.metric("a", outcomeDelivered), 5},
+		{"resets for retries", h.counter(h.m.m.resets, "a", reasonRetriesExhausted), 1},
+		{"resets for overflows", h.counter(h.m.m.resets, "a", reasonOverflow), 0},
+		{"overflows", h.counter(h.m.m.overflows, "a", "reset"), 0},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.what, c.got, c.want)
+		}
 	}
-	eventually(t, "metrics", func() bool {
-		return h.metric("a", outcomeRejected) == 1 && h.metric("a", outcomeDropped) == 1 && h.metric("a", outcomeDelivered) == 1
-	})
 }
 
-func TestMaxAgeDrops(t *testing.T) {
+// maxAge is a retry budget too: a Retry-After past it supersedes the
+// events taken at once.
+func TestMaxAgeSupersedes(t *testing.T) {
 	rcv := newReceiver(t, time.Now)
 	rcv.setRespond(func(n int, w http.ResponseWriter) {
 		if n == 1 {
@@ -245,12 +286,13 @@ func TestMaxAgeDrops(t *testing.T) {
 	c.Retry.MaxAge = config.Duration(time.Minute)
 	h := start(t, c)
 	rcv.setNow(h.clock.Now)
-	h.source("a", 0).push(note(informer.Added, "x", 1), note(informer.Added, "y", 2))
-	rcv.next()
-	if ce := decode(t, rcv.next()); !strings.HasSuffix(ce.Subject, "/y") {
-		t.Fatalf("after an hour-long Retry-After past maxAge got %s", ce.Subject)
+	src := h.source("a", 0)
+	src.change(note(informer.Added, "x", 1), note(informer.Added, "y", 2))
+	rcv.expectTypes("added x", "reset", "added x", "added y", "snapshot.end")
+	src.settle(t)
+	if h.metric("a", outcomeSuperseded) != 2 || h.clock.HasWaiters() {
+		t.Fatalf("superseded = %v, want 2 without waiting", h.metric("a", outcomeSuperseded))
 	}
-	eventually(t, "dropped metric", func() bool { return h.metric("a", outcomeDropped) == 1 })
 }
 
 func TestGoneDisables(t *testing.T) {
@@ -263,7 +305,6 @@ func TestGoneDisables(t *testing.T) {
 	eventually(t, "disabled", func() bool {
 		return testutil.ToFloat64(h.m.m.disabled.WithLabelValues("a")) == 1 && src.isStopped()
 	})
-	rcv.none()
 	if h.clock.HasWaiters() {
 		t.Fatal("a 410 was retried")
 	}
@@ -274,6 +315,9 @@ func TestGoneDisables(t *testing.T) {
 	if err := h.m.Apply(context.Background(), []config.Webhook{c}); err != nil {
 		t.Fatal(err)
 	}
+	// Apply has waited for the disabled hook's goroutine to exit, and the
+	// new one has nothing yet: whatever the old one sent has arrived.
+	rcv.none() // not y
 	h.source("a", 1).push(note(informer.Added, "z", 3))
 	if ce := decode(t, rcv.next()); !strings.HasSuffix(ce.Subject, "/z") {
 		t.Fatalf("got %s", ce.Subject)
@@ -293,12 +337,14 @@ func TestRedirectNotFollowed(t *testing.T) {
 		}
 	})
 	h := start(t, hookConfig(t, "a", rcv.srv.URL))
-	h.source("a", 0).push(note(informer.Added, "x", 1), note(informer.Added, "y", 2))
+	src := h.source("a", 0)
+	src.push(note(informer.Added, "x", 1), note(informer.Added, "y", 2))
 	rcv.next()
 	if ce := decode(t, rcv.next()); !strings.HasSuffix(ce.Subject, "/y") {
 		t.Fatalf("got %s", ce.Subject)
 	}
-	target.none() // y was sent after x was settled, so x never went there
+	src.settle(t)
+	target.none()
 	if h.metric("a", outcomeRejected) != 1 {
 		t.Fatal("redirect not counted as rejected")
 	}
@@ -400,9 +446,13 @@ func TestAddressGuard(t *testing.T) {
 	c := hookConfig(t, "a", rcv.srv.URL)
 	c.AllowAddresses = nil
 	h := start(t, c)
-	h.source("a", 0).push(note(informer.Added, "x", 1))
-	eventually(t, "rejected metric", func() bool { return h.metric("a", outcomeRejected) == 1 })
+	src := h.source("a", 0)
+	src.push(note(informer.Added, "x", 1))
+	src.settle(t)
 	rcv.none()
+	if h.metric("a", outcomeRejected) != 1 {
+		t.Fatalf("rejected = %v, want 1", h.metric("a", outcomeRejected))
+	}
 	if h.clock.HasWaiters() {
 		t.Fatal("a refused address was retried")
 	}
@@ -441,7 +491,7 @@ func TestShutdownDrains(t *testing.T) {
 	if h.metric("a", outcomeShutdown) != 1 || h.metric("a", outcomeDelivered) != 2 {
 		t.Fatalf("shutdown = %v, delivered = %v", h.metric("a", outcomeShutdown), h.metric("a", outcomeDelivered))
 	}
-	rcv.none()
+	rcv.noMore()
 }
 
 // Stopping (shutdown or a reload) does not cut off an attempt the receiver
@@ -461,7 +511,7 @@ func TestStopLetsAnAttemptInFlightFinish(t *testing.T) {
 	h.cancel()
 	close(release)
 	h.stop()
-	rcv.none()
+	rcv.noMore()
 	if h.metric("a", outcomeDelivered) != 1 || h.metric("a", outcomeShutdown) != 0 {
 		t.Fatalf("delivered = %v, shutdown = %v; want 1 and 0", h.metric("a", outcomeDelivered), h.metric("a", outcomeShutdown))
 	}
@@ -496,5 +546,231 @@ func TestShutdownDrainsBufferedEvents(t *testing.T) {
 	if h.metric("a", outcomeDelivered) != 2 || h.metric("a", outcomeShutdown) != 1 {
 		t.Fatalf("delivered = %v, shutdown = %v; want 2 and 1 (z failed)", h.metric("a", outcomeDelivered), h.metric("a", outcomeShutdown))
 	}
+	rcv.noMore()
+}
+
+func reset() informer.Notification { return informer.Notification{Type: informer.Reset} }
+
+func endOfSnapshot(rv int) informer.Notification {
+	return informer.Notification{Type: informer.EndOfSnapshot, RV: uint64(rv)}
+}
+
+// A reset reaches the receiver as a reset event, the snapshot as added
+// events and a snapshot.end carrying the snapshot's resourceVersion, the
+// markers naming the collection the webhook's entry selects from. The
+// markers are sent whatever eventTypes says, signed, each with an id of
+// its own.
+func TestResetAndSnapshotEndEvents(t *testing.T) {
+	rcv := newReceiver(t, time.Now)
+	c := hookConfig(t, "a", rcv.srv.URL)
+	c.Resources = []config.WebhookResource{{Resource: "configmaps", Namespace: "ns"}}
+	c.EventTypes = []string{"added"}
+	h := start(t, c)
+	src := h.source("a", 0)
+	const collection = "/api/v1/namespaces/ns/configmaps"
+	want := []struct{ typ, subject, data string }{
+		{"reset", collection, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"ns","annotations":{"kubegate.io/reset":"true"}}}`},
+		{"added", collection + "/x", string(object("x", 5).Raw)},
+		{"added", collection + "/y", string(object("y", 6).Raw)},
+		{"snapshot.end", collection, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"ns","resourceVersion":"7","annotations":{"k8s.io/initial-events-end":"true"}}}`},
+	}
+	markerIDs := map[string]bool{}
+	for round := range 2 {
+		// The second reset comes at the same (fake) time as the first.
+		src.push(note(informer.Modified, "w", 4), reset(), note(informer.Added, "x", 5), note(informer.Added, "y", 6),
+			endOfSnapshot(7), note(informer.Deleted, "x", 8))
+		ids := map[string]bool{}
+		for _, w := range want {
+			ce := decode(t, rcv.next())
+			if ce.Type != eventTypePrefix+w.typ || ce.Subject != w.subject || string(ce.Data) != w.data || ids[ce.ID] {
+				t.Fatalf("round %d: got %+v with data %s\nwant type %s, subject %s, data %s and a new id", round, ce, ce.Data, w.typ, w.subject, w.data)
+			}
+			ids[ce.ID] = true
+			if w.typ != "added" {
+				if markerIDs[ce.ID] {
+					t.Fatalf("round %d: %s has the id of an earlier marker", round, w.typ)
+				}
+				markerIDs[ce.ID] = true
+			}
+		}
+		src.settle(t)
+		rcv.none() // neither the modified nor the deleted event
+	}
+}
+
+// In the watch format both markers are BOOKMARKs of the resource's kind,
+// told apart by their annotation; the end carries the resourceVersion as
+// the apiserver's initial-events-end bookmark does.
+func TestResetAndSnapshotEndWatchFormat(t *testing.T) {
+	rcv := newReceiver(t, time.Now)
+	c := hookConfig(t, "a", rcv.srv.URL)
+	c.Format = "watch"
+	h := start(t, c)
+	src := h.source("a", 0)
+	src.push(reset(), note(informer.Added, "x", 5), endOfSnapshot(7))
+	for _, want := range []string{
+		`{"type":"BOOKMARK","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"annotations":{"kubegate.io/reset":"true"}}}}`,
+		`{"type":"ADDED","object":` + string(object("x", 5).Raw) + `}`,
+		`{"type":"BOOKMARK","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"resourceVersion":"7","annotations":{"k8s.io/initial-events-end":"true"}}}}`,
+	} {
+		if got := rcv.next(); string(got.body) != want {
+			t.Fatalf("got  %s\nwant %s", got.body, want)
+		}
+	}
+	src.settle(t)
 	rcv.none()
+}
+
+// A receiver that rejects a marker is not sent it again (it would reject
+// it again), but the snapshot and the end still follow: the receiver
+// decides what to make of them. The rejection is counted.
+func TestRejectedResetStillSendsTheSnapshot(t *testing.T) {
+	rcv := newReceiver(t, time.Now)
+	rcv.setRespond(func(n int, w http.ResponseWriter) {
+		if n == 1 {
+			w.WriteHeader(http.StatusBadRequest)
+		}
+	})
+	h := start(t, hookConfig(t, "a", rcv.srv.URL))
+	src := h.source("a", 0)
+	src.push(reset(), note(informer.Added, "x", 5), endOfSnapshot(7))
+	for _, want := range []string{"reset", "added", "snapshot.end"} {
+		if ce := decode(t, rcv.next()); ce.Type != eventTypePrefix+want {
+			t.Fatalf("got %s, want %s", ce.Type, want)
+		}
+	}
+	src.settle(t)
+	rcv.none()
+	if h.metric("a", outcomeRejected) != 1 || h.metric("a", outcomeDelivered) != 2 {
+		t.Fatalf("rejected = %v, delivered = %v; want 1 and 2", h.metric("a", outcomeRejected), h.metric("a", outcomeDelivered))
+	}
+}
+
+// Entries of one webhook must not select from the same objects: a
+// receiver reconciles a reset by its collection.
+func TestOverlappingResourcesRejected(t *testing.T) {
+	cm := func(ns, labels string) config.WebhookResource {
+		return config.WebhookResource{Resource: "configmaps", Namespace: ns, LabelSelector: labels}
+	}
+	for _, tc := range []struct {
+		name      string
+		resources []config.WebhookResource
+		err       string
+	}{
+		{"two namespaces", []config.WebhookResource{cm("a", ""), cm("b", "")}, ""},
+		{"the same namespace twice", []config.WebhookResource{cm("a", "x=1"), cm("a", "x=2")},
+			"webhooks[0] (a): resources[1] (configmaps): overlaps resources[0] (configmaps) in /api/v1/namespaces/a/configmaps: " +
+				"list a resource once for all namespaces or once per namespace"},
+		{"a namespace and all of them", []config.WebhookResource{cm("a", ""), cm("b", ""), cm("", "")},
+			"webhooks[0] (a): resources[2] (configmaps): overlaps resources[0] (configmaps) in /api/v1/namespaces/a/configmaps"},
+		{"all namespaces and one", []config.WebhookResource{cm("", ""), cm("a", "")},
+			"webhooks[0] (a): resources[1] (configmaps): overlaps resources[0] (configmaps) in /api/v1/configmaps"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := hookConfig(t, "a", "https://r.example/")
+			c.Resources = tc.resources
+			var sources []*fakeSource
+			m, err := New(Options{Webhooks: []config.Webhook{c}, Logger: zaptest.NewLogger(t),
+				listen: func(_ context.Context, _ string, _ config.WebhookResource, o informer.ListenerOptions) (*informer.ResourceInfo, source, error) {
+					s := &fakeSource{wake: o.Wake}
+					sources = append(sources, s)
+					return configmaps, s, nil
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			if tc.err == "" {
+				cancel() // Start applies the configuration, then returns
+			}
+			defer cancel()
+			err = m.Start(ctx)
+			if tc.err == "" {
+				if err != nil {
+					t.Fatalf("Start: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.HasPrefix(err.Error(), tc.err) {
+				t.Fatalf("err = %v\nwant %s...", err, tc.err)
+			}
+			for i, s := range sources {
+				if !s.isStopped() {
+					t.Errorf("listener %d left attached", i)
+				}
+			}
+		})
+	}
+}
+
+// A receiver down for longer than the retry budget loses no final state
+// and no delete. The event that runs out of retries, and those taken with
+// it, give way to a reset; the reset is retried past the budget, at most
+// maxBackoff apart, until the receiver is back; then the snapshot and its
+// end let the receiver drop what was deleted meanwhile, and the changes
+// made while the reset was being retried follow.
+func TestOutageLongerThanTheRetryBudget(t *testing.T) {
+	rcv := newReceiver(t, time.Now)
+	var down atomic.Bool
+	rcv.setRespond(func(n int, w http.ResponseWriter) {
+		if down.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	c := hookConfig(t, "a", rcv.srv.URL)
+	c.Retry.MaxAttempts, c.Retry.MaxBackoff = 3, config.Duration(4*time.Second)
+	h := start(t, c)
+	rcv.setNow(h.clock.Now)
+	src := h.source("a", 0)
+	rec := newReconciler()
+	for i := range 5 {
+		src.change(note(informer.Added, fmt.Sprintf("o%d", i), i+1))
+	}
+	rec.converge(t, rcv, src.view())
+
+	down.Store(true)
+	src.change(note(informer.Modified, "o0", 10))
+	first := rcv.next()
+	src.change(note(informer.Deleted, "o1", 11), note(informer.Added, "o5", 12), note(informer.Modified, "o5", 13),
+		note(informer.Deleted, "o2", 14), note(informer.Deleted, "o3", 15),
+		informer.Notification{Type: informer.Added, Object: objectUID("o3", "uid-o3-again", 16), RV: 16})
+	// Attempts 2 and 3 of the first event, 1s and 2s after the one before.
+	for _, wait := range []time.Duration{time.Second, 2 * time.Second} {
+		h.stepWhenWaiting(wait)
+		if again := rcv.next(); again.header.Get(HeaderID) != first.header.Get(HeaderID) {
+			t.Fatalf("got %s, want a retry of %s", again.body, first.body)
+		}
+	}
+	// Out of retries: a reset instead, retried well past maxAttempts, each
+	// attempt at most maxBackoff after the one before.
+	reset := decode(t, rcv.next())
+	if reset.Type != eventTypePrefix+"reset" {
+		t.Fatalf("after the retry budget got %s, want a reset", reset.Type)
+	}
+	for i := range 2 * c.Retry.MaxAttempts {
+		h.stepWhenWaiting(4 * time.Second)
+		if again := decode(t, rcv.next()); again.ID != reset.ID {
+			t.Fatalf("attempt %d after the reset: got %s %s, want the reset again", i+2, again.Type, again.Subject)
+		}
+		if i == 2 { // changes while the reset waits: after the snapshot
+			src.change(note(informer.Deleted, "o4", 20), note(informer.Added, "o6", 21))
+		}
+	}
+	eventually(t, "the reset's next retry", h.clock.HasWaiters)
+	rcv.none() // parked on the clock: nothing in flight
+
+	down.Store(false)
+	h.clock.Step(4 * time.Second)
+	rec.converge(t, rcv, src.view())
+	src.settle(t)
+	rcv.none()
+	if rec.types["reset"] != 1 || rec.types["snapshot.end"] != 1 {
+		t.Errorf("receiver applied %v, want one reset and one snapshot.end", rec.types)
+	}
+	if got := h.counter(h.m.m.resets, "a", reasonRetriesExhausted); got != 1 {
+		t.Errorf("resets for exhausted retries = %v, want 1", got)
+	}
+	if got := h.metric("a", outcomeSuperseded); got < 1 {
+		t.Errorf("superseded = %v, want at least the event that ran out of retries", got)
+	}
 }

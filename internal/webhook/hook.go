@@ -22,14 +22,23 @@ import (
 type source interface {
 	Pop(buf []informer.Notification) []informer.Notification
 	Stats() informer.ListenerStats
+	Reset()
 	Stop()
 }
 
-// input is one watched resource of a hook.
+// input is one watched resource of a hook: one entry of its resources.
 type input struct {
 	info *informer.ResourceInfo
-	src  source
-	last informer.ListenerStats // counters already reported
+	// namespace is the entry's namespace, "" for all; collection is the
+	// path listing what the entry selects from, the subject of its
+	// markers. No two inputs of a hook share a collection or nest.
+	namespace  string
+	collection string
+	src        source
+	last       informer.ListenerStats // counters already reported
+	// requested counts the resets the hook asked src for since last was
+	// taken; they are not overflows.
+	requested uint64
 }
 
 // hook delivers one webhook's events.
@@ -41,7 +50,11 @@ type input struct {
 // collapses to the latest state per object instead of growing. Events are
 // sent one at a time in the order popped and a retried event blocks those
 // behind it, so no later state of an object overtakes an earlier one.
-// run closes done when it returns.
+// When an event runs out of its retry budget, the events taken are
+// dropped and every listener is reset, so the receiver is sent a reset,
+// the current state and snapshot.end instead; a reset is retried until
+// the receiver takes it, so nothing is lost to the budget. run closes
+// done when it returns.
 type hook struct {
 	cfg     config.Webhook // with defaults
 	secrets [][]byte
@@ -56,7 +69,8 @@ type hook struct {
 	clock  clock.Clock
 	jitter func(time.Duration) time.Duration
 	drain  time.Duration
-	taken  int // events popped and not yet settled, for the queue gauge
+	taken  int    // events popped and not yet settled, for the queue gauge
+	seq    uint64 // markers rendered, to tell apart their ids
 	m      *metrics
 	log    *zap.Logger
 }
@@ -67,7 +81,7 @@ type result int
 const (
 	resultDelivered result = iota
 	resultRejected
-	resultDropped
+	resultExhausted   // out of retries: the events taken are superseded
 	resultRetry       // a failure worth retrying
 	resultGone        // 410: disable the webhook
 	resultInterrupted // ctx ended before the event was delivered
@@ -124,6 +138,11 @@ func (h *hook) run(ctx context.Context) {
 			return
 		case resultInterrupted:
 			continue // ctx ended; drain below
+		case resultExhausted:
+			h.supersede(pending)
+			pending = nil
+			h.updateQueue(0)
+			continue
 		}
 		pending = pending[1:]
 		h.updateQueue(len(pending))
@@ -158,7 +177,8 @@ func (h *hook) drainPending(dctx context.Context, pending []event) {
 }
 
 // pop takes everything the listeners hold, in order per listener, and
-// renders the event types the webhook wants.
+// renders the event types the webhook wants, and every reset and
+// snapshot.end marker.
 func (h *hook) pop(pending []event, buf []informer.Notification) ([]event, []informer.Notification) {
 	now := h.clock.Now()
 	for _, in := range h.inputs {
@@ -166,8 +186,13 @@ func (h *hook) pop(pending []event, buf []informer.Notification) ([]event, []inf
 		for _, n := range buf {
 			switch {
 			case n.Type == informer.Reset:
-				h.log.Warn("backlog overflowed and could not be collapsed: re-sending the current state as added events",
-					zap.String("resource", in.info.GVR.String()))
+				h.log.Warn("reset: sending the current state of the resource between reset and snapshot.end events",
+					zap.String("collection", in.collection))
+				h.seq++
+				pending = append(pending, newMarker(in, kindReset, 0, h.cfg.Format, h.source, now, h.seq))
+			case n.Type == informer.EndOfSnapshot:
+				h.seq++
+				pending = append(pending, newMarker(in, kindSnapshotEnd, n.RV, h.cfg.Format, h.source, now, h.seq))
 			case h.types[n.Type] && n.Object != nil:
 				pending = append(pending, newEvent(in.info, n, h.cfg.Format, h.source, now))
 			}
@@ -178,16 +203,38 @@ func (h *hook) pop(pending []event, buf []informer.Notification) ([]event, []inf
 	return pending, buf
 }
 
+// supersede gives up on the events taken, the first of which ran out of
+// its retry budget. Rather than losing them it resets every listener: the
+// receiver is sent a reset, the current state of each object (which
+// carries what the events did, or leaves out objects since deleted) and
+// snapshot.end, and the changes from then on. The backlog meanwhile stays
+// in the listeners, within their bounds.
+func (h *hook) supersede(pending []event) {
+	h.m.deliveries.WithLabelValues(h.name(), outcomeSuperseded).Add(float64(len(pending)))
+	h.m.resets.WithLabelValues(h.name(), reasonRetriesExhausted).Inc()
+	for _, in := range h.inputs {
+		in.src.Reset()
+		in.requested++
+	}
+}
+
 func (h *hook) reportOverflows(in *input) {
 	s := in.src.Stats()
 	if d := s.Collapses - in.last.Collapses; d > 0 {
 		h.m.overflows.WithLabelValues(h.name(), "collapse").Add(float64(d))
 		h.log.Warn("backlog reached its bound and was collapsed to the latest state per object",
-			zap.String("resource", in.info.GVR.String()), zap.Int("maxEvents", h.cfg.MaxEvents), zap.Uint64("collapses", s.Collapses))
+			zap.String("collection", in.collection), zap.Int("maxEvents", h.cfg.MaxEvents), zap.Uint64("collapses", s.Collapses))
 	}
-	if d := s.Resets - in.last.Resets; d > 0 {
+	// Resets the hook asked for are counted where it asks; a listener
+	// stopped meanwhile does not count them.
+	if d := s.Resets - in.last.Resets; d > in.requested {
+		d -= in.requested
 		h.m.overflows.WithLabelValues(h.name(), "reset").Add(float64(d))
+		h.m.resets.WithLabelValues(h.name(), reasonOverflow).Add(float64(d))
+		h.log.Warn("backlog reached its bound and could not be collapsed: the receiver gets a reset and the current state",
+			zap.String("collection", in.collection), zap.Int("maxEvents", h.cfg.MaxEvents), zap.Uint64("resets", s.Resets))
 	}
+	in.requested = 0
 	in.last = s
 }
 
@@ -201,9 +248,12 @@ func (h *hook) updateQueue(taken int) {
 }
 
 // deliver sends ev until it is delivered, rejected, out of retries, or ctx
-// ends. Attempts run under actx, which outlives ctx by the drain time, so
-// an attempt in flight when ctx ends can finish. Waits between attempts
-// use h.clock.
+// ends. A reset has no retry budget: it is retried, at most maxBackoff
+// apart unless the receiver asks for longer with Retry-After, until the
+// receiver takes or rejects it, since giving up on it would only queue
+// another. Attempts run under actx, which outlives ctx by the drain time,
+// so an attempt in flight when ctx ends can finish. Waits between
+// attempts use h.clock.
 func (h *hook) deliver(ctx, actx context.Context, ev *event) result {
 	r := h.cfg.Retry
 	first := h.clock.Now()
@@ -215,6 +265,10 @@ func (h *hook) deliver(ctx, actx context.Context, ev *event) result {
 			return res
 		case resultRejected:
 			h.m.deliveries.WithLabelValues(h.name(), outcomeRejected).Inc()
+			if ev.marker {
+				h.log.Error("receiver rejected a "+ev.kind+" event: it cannot tell which of its objects were deleted until the next reset",
+					zap.String("id", ev.id), zap.String("collection", ev.key))
+			}
 			return res
 		case resultGone:
 			return res
@@ -232,11 +286,11 @@ func (h *hook) deliver(ctx, actx context.Context, ev *event) result {
 		if wait <= 0 {
 			wait = h.backoff(attempt)
 		}
-		if attempt >= r.MaxAttempts || h.clock.Since(first)+wait > time.Duration(r.MaxAge) {
-			h.m.deliveries.WithLabelValues(h.name(), outcomeDropped).Inc()
-			h.log.Error("event dropped: retries exhausted", zap.String("id", ev.id), zap.String("type", ev.kind),
-				zap.String("object", ev.key), zap.Int("attempts", attempt), zap.Duration("age", h.clock.Since(first)))
-			return resultDropped
+		if ev.kind != kindReset && (attempt >= r.MaxAttempts || h.clock.Since(first)+wait > time.Duration(r.MaxAge)) {
+			h.log.Error("retries exhausted: dropping the events taken; the receiver gets a reset and the current state instead",
+				zap.String("id", ev.id), zap.String("type", ev.kind), zap.String("object", ev.key),
+				zap.Int("attempts", attempt), zap.Duration("age", h.clock.Since(first)), zap.Int("superseded", h.taken))
+			return resultExhausted
 		}
 		t := h.clock.NewTimer(wait)
 		select {

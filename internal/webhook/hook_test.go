@@ -2,16 +2,21 @@ package webhook
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,32 +29,107 @@ import (
 	"kubegate/internal/informer"
 )
 
-// fakeSource stands in for an informer listener.
+// fakeSource stands in for an informer listener. Notifications pushed
+// are handed out as they are. Those passed to change also update the
+// state it keeps, which is what it hands out, as a listener does, after a
+// Reset: Reset, the state as Added, EndOfSnapshot.
 type fakeSource struct {
 	wake chan<- struct{}
-	mu   sync.Mutex
-	q    []informer.Notification
-	// stopped is guarded by mu.
+	// mu guards everything below.
+	mu      sync.Mutex
+	q       []informer.Notification
 	stopped bool
 	stats   informer.ListenerStats
+	// pushes counts push calls; idleAt is pushes as of the last Pop that
+	// found nothing. See idle.
+	pushes, idleAt int
+	state          map[string]informer.Notification // by name
+	lastRV         uint64
+	resetDue       bool
 }
 
 func (f *fakeSource) push(ns ...informer.Notification) {
 	f.mu.Lock()
-	f.q = append(f.q, ns...)
+	if !f.resetDue { // as a listener that is to reset drops changes
+		f.q = append(f.q, ns...)
+	}
+	f.pushes++
 	f.mu.Unlock()
+	f.signal()
+}
+
+func (f *fakeSource) signal() {
 	select {
 	case f.wake <- struct{}{}:
 	default:
 	}
 }
 
+// change records live changes in the state, then pushes them.
+func (f *fakeSource) change(ns ...informer.Notification) {
+	f.mu.Lock()
+	if f.state == nil {
+		f.state = map[string]informer.Notification{}
+	}
+	for _, n := range ns {
+		if n.Type == informer.Deleted {
+			delete(f.state, n.Object.Name)
+		} else {
+			f.state[n.Object.Name] = informer.Notification{Type: informer.Added, Object: n.Object, RV: n.RV}
+		}
+		f.lastRV = max(f.lastRV, n.RV)
+	}
+	f.mu.Unlock()
+	f.push(ns...)
+}
+
 func (f *fakeSource) Pop(buf []informer.Notification) []informer.Notification {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.resetDue {
+		f.resetDue = false
+		buf = append(buf, informer.Notification{Type: informer.Reset})
+		for _, name := range slices.Sorted(maps.Keys(f.state)) {
+			buf = append(buf, f.state[name])
+		}
+		return append(buf, informer.Notification{Type: informer.EndOfSnapshot, RV: f.lastRV})
+	}
+	if len(f.q) == 0 {
+		f.idleAt = f.pushes
+	}
 	buf = append(buf, f.q...)
 	f.q = nil
 	return buf
+}
+
+func (f *fakeSource) Reset() {
+	f.mu.Lock()
+	if f.stopped {
+		f.mu.Unlock()
+		return
+	}
+	f.q = nil
+	f.resetDue = true
+	f.stats.Resets++
+	f.mu.Unlock()
+	f.signal()
+}
+
+// idle reports whether the hook has found nothing to take since the last
+// push. A hook pops only once it has settled every event it took, and
+// waits for a wake after an empty pop, so then every request it will send
+// for what was pushed has been answered.
+func (f *fakeSource) idle() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.idleAt == f.pushes
+}
+
+// settle waits until the hook has settled everything pushed to f and
+// waits for more: the point after which a receiver's none is sound.
+func (f *fakeSource) settle(t *testing.T) {
+	t.Helper()
+	eventually(t, "the hook to settle what was pushed", f.idle)
 }
 
 func (f *fakeSource) Stats() informer.ListenerStats {
@@ -78,10 +158,15 @@ var configmaps = &informer.ResourceInfo{
 	Namespaced: true,
 }
 
-func object(name string, rv int) *informer.Object {
-	raw := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"ns","resourceVersion":"%d"},"data":{"rv":"%d"}}`, name, rv, rv)
+func object(name string, rv int) *informer.Object { return objectUID(name, "uid-"+name, rv) }
+
+// objectUID is object with a given UID, for an object re-created under
+// its name.
+func objectUID(name, uid string, rv int) *informer.Object {
+	raw := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"ns","uid":%q,"resourceVersion":"%d"},"data":{"rv":"%d"}}`,
+		name, uid, rv, rv)
 	return &informer.Object{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name), ResourceVersion: fmt.Sprint(rv)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uid), ResourceVersion: fmt.Sprint(rv)},
 		RV:         uint64(rv),
 		Raw:        []byte(raw),
 	}
@@ -163,6 +248,10 @@ func (r *receiver) next() request {
 	}
 }
 
+// none fails if a request came that the test has not read. It does not
+// wait, so it is sound only at a point where nothing can be on its way:
+// the hook settled what it was given (fakeSource.settle) or is parked on
+// the fake clock. Once the hooks have stopped, use noMore.
 func (r *receiver) none() {
 	r.t.Helper()
 	select {
@@ -170,6 +259,16 @@ func (r *receiver) none() {
 		r.t.Fatalf("unexpected request %s", req.body)
 	default:
 	}
+}
+
+// noMore closes the receiver, which waits for every request it is still
+// handling (one a stopping hook gave up on may still be arriving), then
+// fails if any came that the test has not read. Call it once nothing is
+// meant to send to the receiver any more.
+func (r *receiver) noMore() {
+	r.t.Helper()
+	r.srv.Close()
+	r.none()
 }
 
 func testKey(t testing.TB) []byte { return mustKey(t, specSecret) }
@@ -254,4 +353,110 @@ func start(t *testing.T, hooks ...config.Webhook) *harness {
 	}
 	t.Cleanup(h.stop)
 	return h
+}
+
+// reconciler is a receiver's copy of the objects, kept as
+// docs/webhooks.md tells receivers to: by namespace/name; a reset marks
+// every object of its collection stale (same apiVersion and kind, and
+// the same namespace if the marker names one); added, modified and sync
+// store an object and unmark it; deleted removes it; snapshot.end removes
+// what is still stale in its collection.
+type reconciler struct {
+	objects map[string]heldObject
+	stale   map[string]bool
+	// types counts the events applied by type.
+	types map[string]int
+}
+
+type heldObject struct {
+	apiVersion, kind, namespace string
+	state                       string // uid@resourceVersion
+}
+
+func newReconciler() *reconciler {
+	return &reconciler{objects: map[string]heldObject{}, stale: map[string]bool{}, types: map[string]int{}}
+}
+
+func (r *reconciler) apply(t *testing.T, ce cloudEvent) {
+	t.Helper()
+	var o struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Namespace       string `json:"namespace"`
+			Name            string `json:"name"`
+			UID             string `json:"uid"`
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(ce.Data, &o); err != nil {
+		t.Fatalf("data %s: %v", ce.Data, err)
+	}
+	m := o.Metadata
+	key := m.Namespace + "/" + m.Name
+	inScope := func(h heldObject) bool {
+		return h.apiVersion == o.APIVersion && h.kind == o.Kind && (m.Namespace == "" || h.namespace == m.Namespace)
+	}
+	typ := strings.TrimPrefix(ce.Type, eventTypePrefix)
+	r.types[typ]++
+	switch typ {
+	case "added", "modified", "sync":
+		r.objects[key] = heldObject{o.APIVersion, o.Kind, m.Namespace, m.UID + "@" + m.ResourceVersion}
+		delete(r.stale, key)
+	case "deleted":
+		delete(r.objects, key)
+		delete(r.stale, key)
+	case "reset":
+		for k, h := range r.objects {
+			if inScope(h) {
+				r.stale[k] = true
+			}
+		}
+	case "snapshot.end":
+		for k := range r.stale {
+			if inScope(r.objects[k]) {
+				delete(r.objects, k)
+				delete(r.stale, k)
+			}
+		}
+	default:
+		t.Fatalf("unknown event type %s", ce.Type)
+	}
+}
+
+// view is what the receiver holds: namespace/name → uid@resourceVersion.
+func (r *reconciler) view() map[string]string {
+	v := map[string]string{}
+	for k, h := range r.objects {
+		v[k] = h.state
+	}
+	return v
+}
+
+// converge applies what rcv receives until the receiver holds want,
+// failing with the difference if nothing comes for 10s.
+func (r *reconciler) converge(t *testing.T, rcv *receiver, want map[string]string) {
+	t.Helper()
+	for !maps.Equal(r.view(), want) {
+		select {
+		case req := <-rcv.got:
+			if req.verify != nil {
+				t.Errorf("signature: %v", req.verify)
+			}
+			r.apply(t, decode(t, req))
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the receiver's objects (-want +got):\n%s", cmp.Diff(want, r.view()))
+		}
+	}
+}
+
+// view is what a receiver should hold of f's state.
+func (f *fakeSource) view() map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v := map[string]string{}
+	for _, n := range f.state {
+		v[n.Object.Namespace+"/"+n.Object.Name] = string(n.Object.UID) + "@" + n.Object.ResourceVersion
+	}
+	return v
 }

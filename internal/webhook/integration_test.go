@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +16,10 @@ import (
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"kubegate/internal/config"
 	"kubegate/internal/informer"
@@ -21,29 +27,40 @@ import (
 )
 
 // startReal runs an informer manager and a webhook Manager against the
-// test apiserver until the test ends.
-func startReal(t *testing.T, hooks ...config.Webhook) *Manager {
+// test apiserver until the test ends, or until stop stops the webhooks
+// (and waits for their goroutines). A nil clk means the real clock.
+func startReal(t *testing.T, clk clock.Clock, hooks ...config.Webhook) (m *Manager, stop func()) {
 	t.Helper()
 	env := testenv.Get(t)
 	inf, err := informer.New(informer.Options{Config: env.Config, Logger: zaptest.NewLogger(t).Named("informer")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(Options{Resources: inf, Webhooks: hooks, Source: env.Config.Host,
-		Logger: zaptest.NewLogger(t), Registerer: prometheus.NewRegistry()})
+	m, err = New(Options{Resources: inf, Webhooks: hooks, Source: env.Config.Host,
+		Logger: zaptest.NewLogger(t), Registerer: prometheus.NewRegistry(), Clock: clk,
+		jitter: func(d time.Duration) time.Duration { return d }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	infCtx, stopInf := context.WithCancel(context.Background())
+	hookCtx, stopHooks := context.WithCancel(infCtx)
 	infDone, hookDone := make(chan error, 1), make(chan error, 1)
-	go func() { infDone <- inf.Start(ctx) }()
-	go func() { hookDone <- m.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		for _, c := range []chan error{hookDone, infDone} {
-			if err := <-c; err != nil {
-				t.Errorf("Start: %v", err)
+	go func() { infDone <- inf.Start(infCtx) }()
+	go func() { hookDone <- m.Start(hookCtx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			stopHooks()
+			if err := <-hookDone; err != nil {
+				t.Errorf("webhook Start: %v", err)
 			}
+		})
+	}
+	t.Cleanup(func() {
+		stop()
+		stopInf()
+		if err := <-infDone; err != nil {
+			t.Errorf("informer Start: %v", err)
 		}
 	})
 	// Start has attached the listeners once the webhook is registered.
@@ -52,7 +69,7 @@ func startReal(t *testing.T, hooks ...config.Webhook) *Manager {
 		defer m.mu.Unlock()
 		return len(m.hooks) == len(hooks)
 	})
-	return m
+	return m, stop
 }
 
 type configMapEvent struct {
@@ -91,7 +108,7 @@ func TestIntegrationConfigMapLifecycle(t *testing.T) {
 			w.WriteHeader(http.StatusInternalServerError)
 		}
 	})
-	startReal(t, c)
+	startReal(t, nil, c)
 
 	ctx := context.Background()
 	cms := env.Client.CoreV1().ConfigMaps(ns)
@@ -147,7 +164,7 @@ func TestIntegrationCollapseWhileDown(t *testing.T) {
 	c.MaxEvents = 16
 	c.Retry = config.WebhookRetry{MaxAttempts: 100000, MaxAge: config.Duration(time.Hour),
 		InitialBackoff: config.Duration(50 * time.Millisecond), MaxBackoff: config.Duration(200 * time.Millisecond)}
-	m := startReal(t, c)
+	m, stop := startReal(t, nil, c)
 
 	ctx := context.Background()
 	cms := env.Client.CoreV1().ConfigMaps(ns)
@@ -204,5 +221,190 @@ func TestIntegrationCollapseWhileDown(t *testing.T) {
 	eventually(t, "an empty queue", func() bool {
 		return testutil.ToFloat64(m.m.queue.WithLabelValues("collapse")) == 0
 	})
-	rcv.none()
+	stop()
+	rcv.noMore()
+}
+
+// TestIntegrationOutageReconciles takes a receiver down while config maps
+// it knows are changed, created and deleted, until its webhook either
+// overflows its bound past collapsing or runs out of retries. Once the
+// receiver is back and applies what it is sent as docs/webhooks.md says,
+// it holds exactly what the apiserver holds: no final state and no delete
+// is lost. The webhook's clock is fake, so the outage lasts as many
+// retries as the test decides.
+func TestIntegrationOutageReconciles(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		maxEvents int
+		retry     config.WebhookRetry
+		// outage makes the changes while the first event is being
+		// retried, and steps the clock until the receiver is being sent a
+		// reset; then more changes follow.
+		outage func(o *outage)
+	}{{
+		name:      "overflow",
+		maxEvents: 8,
+		retry:     config.WebhookRetry{MaxAttempts: 1000, MaxAge: config.Duration(24 * time.Hour), InitialBackoff: config.Duration(time.Second), MaxBackoff: config.Duration(time.Second)},
+		outage: func(o *outage) {
+			// More distinct objects than the bound: no collapse fits.
+			o.deleteAll("gone-")
+			o.update("keep-1")
+			for i := range 10 {
+				o.create(fmt.Sprintf("new-%d", i))
+			}
+			o.delete("new-0")
+			eventually(o.t, "a reset of the listener", func() bool { return o.listener().Stats().Resets > 0 })
+		},
+	}, {
+		name:      "retries exhausted",
+		maxEvents: 16,
+		retry:     config.WebhookRetry{MaxAttempts: 3, MaxAge: config.Duration(24 * time.Hour), InitialBackoff: config.Duration(time.Second), MaxBackoff: config.Duration(2 * time.Second)},
+		outage: func(o *outage) {
+			// Fewer changes than the bound: only the retry budget resets.
+			before := o.changes
+			o.deleteAll("gone-")
+			o.update("keep-1")
+			for i := range 2 {
+				o.create(fmt.Sprintf("new-%d", i))
+			}
+			o.delete("new-0")
+			eventually(o.t, "the changes in the listener", func() bool { return o.listener().Stats().Buffered == o.changes-before })
+			for _, wait := range []time.Duration{time.Second, 2 * time.Second} {
+				o.stepWhenWaiting(wait)
+				if ce := decode(o.t, o.rcv.next()); ce.Type != eventTypePrefix+"modified" {
+					o.t.Fatalf("got %s, want the first event again", ce.Type)
+				}
+			}
+			reset := decode(o.t, o.rcv.next())
+			if reset.Type != eventTypePrefix+"reset" {
+				o.t.Fatalf("after the retry budget got %s %s, want a reset", reset.Type, reset.Subject)
+			}
+			for range 5 {
+				o.stepWhenWaiting(2 * time.Second)
+				if ce := decode(o.t, o.rcv.next()); ce.ID != reset.ID {
+					o.t.Fatalf("got %s %s, want the reset again", ce.Type, ce.Subject)
+				}
+			}
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := testenv.Get(t)
+			o := &outage{t: t, ns: env.Namespace(t), clk: clocktesting.NewFakeClock(time.Now())}
+			o.cms = env.Client.CoreV1().ConfigMaps(o.ns)
+			o.rcv = newReceiver(t, o.clk.Now)
+			var down atomic.Bool
+			o.rcv.setRespond(func(n int, w http.ResponseWriter) {
+				if down.Load() {
+					w.WriteHeader(http.StatusServiceUnavailable)
+				}
+			})
+			c := hookConfig(t, "outage", o.rcv.srv.URL)
+			c.Resources = []config.WebhookResource{{Resource: "configmaps", Namespace: o.ns}}
+			c.MaxEvents = tc.maxEvents
+			c.Retry = tc.retry
+			var stop func()
+			o.m, stop = startReal(t, o.clk, c)
+
+			for i := range 4 {
+				o.create(fmt.Sprintf("keep-%d", i))
+				o.create(fmt.Sprintf("gone-%d", i))
+			}
+			rec := newReconciler()
+			rec.converge(t, o.rcv, o.apiserverView())
+
+			down.Store(true)
+			o.update("keep-0")
+			if ce := decode(t, o.rcv.next()); ce.Type != eventTypePrefix+"modified" {
+				t.Fatalf("got %s, want the change made once the receiver was down", ce.Type)
+			}
+			tc.outage(o)
+			// While the receiver is being sent the reset, or about to be.
+			o.delete("keep-2")
+			o.create("late-0")
+
+			down.Store(false)
+			o.stepWhenWaiting(time.Duration(tc.retry.MaxBackoff))
+			rec.converge(t, o.rcv, o.apiserverView())
+			if rec.types["reset"] == 0 || rec.types["snapshot.end"] == 0 {
+				t.Errorf("receiver applied %v: want a reset and a snapshot.end", rec.types)
+			}
+			stop()
+			o.rcv.noMore()
+		})
+	}
+}
+
+// outage is the state of one TestIntegrationOutageReconciles case.
+type outage struct {
+	t   *testing.T
+	ns  string
+	cms typedcorev1.ConfigMapInterface
+	clk *clocktesting.FakeClock
+	rcv *receiver
+	m   *Manager
+	// changes counts the changes made, each a notification for the
+	// webhook's listener.
+	changes int
+}
+
+func (o *outage) create(name string) {
+	o.t.Helper()
+	if _, err := o.cms.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		o.t.Fatal(err)
+	}
+	o.changes++
+}
+
+func (o *outage) update(name string) {
+	o.t.Helper()
+	o.changes++
+	patch := fmt.Appendf(nil, `{"data":{"n":"%d"}}`, o.changes)
+	if _, err := o.cms.Patch(context.Background(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		o.t.Fatal(err)
+	}
+}
+
+func (o *outage) delete(name string) {
+	o.t.Helper()
+	if err := o.cms.Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		o.t.Fatal(err)
+	}
+	o.changes++
+}
+
+func (o *outage) deleteAll(prefix string) {
+	o.t.Helper()
+	for name := range o.apiserverView() {
+		if _, name, _ := strings.Cut(name, "/"); strings.HasPrefix(name, prefix) {
+			o.delete(name)
+		}
+	}
+}
+
+// apiserverView is what the receiver should hold: namespace/name →
+// uid@resourceVersion of every config map in the namespace.
+func (o *outage) apiserverView() map[string]string {
+	o.t.Helper()
+	list, err := o.cms.List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	v := map[string]string{}
+	for _, cm := range list.Items {
+		v[cm.Namespace+"/"+cm.Name] = string(cm.UID) + "@" + cm.ResourceVersion
+	}
+	return v
+}
+
+// listener is the webhook's informer listener.
+func (o *outage) listener() source {
+	o.m.mu.Lock()
+	defer o.m.mu.Unlock()
+	return o.m.hooks["outage"].inputs[0].src
+}
+
+func (o *outage) stepWhenWaiting(d time.Duration) {
+	o.t.Helper()
+	eventually(o.t, "a retry timer", o.clk.HasWaiters)
+	o.clk.Step(d)
 }

@@ -251,9 +251,37 @@ func (m *Manager) newHook(ctx context.Context, c config.Webhook, secrets [][]byt
 			}
 			return nil, fmt.Errorf("resources[%d] (%s): %w", j, r.Resource, err)
 		}
-		h.inputs = append(h.inputs, &input{info: info, src: src})
+		in := &input{info: info, src: src}
+		if info.Namespaced {
+			in.namespace = r.Namespace
+		}
+		in.collection = collectionPath(info.GVR, info.Namespaced, in.namespace)
+		h.inputs = append(h.inputs, in)
+		if k := overlapping(h.inputs); k >= 0 {
+			for _, in := range h.inputs {
+				in.src.Stop()
+			}
+			return nil, fmt.Errorf("resources[%d] (%s): overlaps resources[%d] (%s) in %s: "+
+				"list a resource once for all namespaces or once per namespace, so that a reset names the objects it replaces",
+				j, r.Resource, k, c.Resources[k].Resource, h.inputs[k].collection)
+		}
 	}
 	return h, nil
+}
+
+// overlapping returns the index of an earlier input that may select the
+// same objects as the last one, or -1. A receiver reconciles a reset by
+// collection, so two entries whose collections meet (the same resource in
+// the same namespace, or one of them in all namespaces) could not tell
+// which objects each snapshot replaces.
+func overlapping(inputs []*input) int {
+	last := inputs[len(inputs)-1]
+	for k, in := range inputs[:len(inputs)-1] {
+		if in.info.GVR == last.info.GVR && (in.namespace == last.namespace || in.namespace == "" || last.namespace == "") {
+			return k
+		}
+	}
+	return -1
 }
 
 // listen attaches an informer listener for one configured resource.

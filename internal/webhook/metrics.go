@@ -11,22 +11,30 @@ type metrics struct {
 	latency    *prometheus.HistogramVec // webhook
 	queue      *prometheus.GaugeVec     // webhook
 	overflows  *prometheus.CounterVec   // webhook, resolution (collapse, reset)
+	resets     *prometheus.CounterVec   // webhook, reason
 	disabled   *prometheus.GaugeVec     // webhook
 }
 
 // Delivery outcomes (label "outcome" of kubegate_webhook_deliveries_total).
 const (
-	outcomeDelivered = "delivered" // a 2xx answer
-	outcomeRejected  = "rejected"  // a permanent failure (4xx other than 408/429, a redirect)
-	outcomeDropped   = "dropped"   // retries exhausted (maxAttempts or maxAge)
-	outcomeShutdown  = "shutdown"  // undelivered when the gateway stopped
+	outcomeDelivered  = "delivered"  // a 2xx answer
+	outcomeRejected   = "rejected"   // a permanent failure (4xx other than 408/429, a redirect)
+	outcomeSuperseded = "superseded" // retries exhausted: replaced by a reset and the current state
+	outcomeShutdown   = "shutdown"   // undelivered when the gateway stopped
+)
+
+// Why a receiver is sent a reset (label "reason" of
+// kubegate_webhook_resets_total).
+const (
+	reasonOverflow         = "overflow"          // a listener's backlog could not be collapsed within its bound
+	reasonRetriesExhausted = "retries_exhausted" // an event ran out of maxAttempts or maxAge
 )
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "kubegate", Subsystem: "webhook", Name: "deliveries_total",
-			Help: "Events finished per webhook by outcome: delivered, rejected (permanent failure), dropped (retries exhausted), shutdown.",
+			Help: "Events finished per webhook by outcome: delivered, rejected (permanent failure), superseded (retries exhausted; replaced by a reset and the current state), shutdown.",
 		}, []string{"webhook", "outcome"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "kubegate", Subsystem: "webhook", Name: "attempts_total",
@@ -45,13 +53,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "kubegate", Subsystem: "webhook", Name: "overflows_total",
 			Help: "Times a webhook's backlog hit its bound, by resolution: collapse (latest state per object kept) or reset (re-sent as a snapshot).",
 		}, []string{"webhook", "resolution"}),
+		resets: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "kubegate", Subsystem: "webhook", Name: "resets_total",
+			Help: "Resets queued for a webhook's receiver, each followed by the current state and snapshot.end, by reason: overflow or retries_exhausted.",
+		}, []string{"webhook", "reason"}),
 		disabled: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "kubegate", Subsystem: "webhook", Name: "disabled",
 			Help: "1 when a webhook is disabled because its receiver answered 410 Gone; reload the configuration to enable it again.",
 		}, []string{"webhook"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.deliveries, m.attempts, m.latency, m.queue, m.overflows, m.disabled)
+		reg.MustRegister(m.deliveries, m.attempts, m.latency, m.queue, m.overflows, m.resets, m.disabled)
 	}
 	return m
 }
@@ -64,5 +76,6 @@ func (m *metrics) forget(name string) {
 	m.latency.DeletePartialMatch(l)
 	m.queue.DeletePartialMatch(l)
 	m.overflows.DeletePartialMatch(l)
+	m.resets.DeletePartialMatch(l)
 	m.disabled.DeletePartialMatch(l)
 }
