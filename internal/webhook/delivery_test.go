@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -773,4 +774,38 @@ func TestOutageLongerThanTheRetryBudget(t *testing.T) {
 	if got := h.metric("a", outcomeSuperseded); got < 1 {
 		t.Errorf("superseded = %v, want at least the event that ran out of retries", got)
 	}
+}
+
+// A large backlog (a snapshot after a reset, say) waits in the listener
+// and is rendered a chunk at a time, not all at once ahead of delivery.
+func TestHookRendersAChunkAtATime(t *testing.T) {
+	rcv := newReceiver(t, time.Now)
+	release := make(chan struct{})
+	rcv.setRespond(func(n int, w http.ResponseWriter) {
+		if n == 1 {
+			<-release
+		}
+	})
+	c := hookConfig(t, "a", rcv.srv.URL)
+	h := start(t, c)
+	src := h.source("a", 0)
+	const total = 600
+	var ns []informer.Notification
+	for i := range total {
+		ns = append(ns, note(informer.Added, "x"+strconv.Itoa(i), i+1))
+	}
+	src.push(ns...)
+	rcv.next() // the first delivery is in flight, held by the receiver
+	src.mu.Lock()
+	left := len(src.q)
+	src.mu.Unlock()
+	close(release)
+	if left != total-popChunk {
+		t.Fatalf("%d notifications left in the listener while the first is delivered, want %d", left, total-popChunk)
+	}
+	for i := 1; i < total; i++ {
+		rcv.next()
+	}
+	src.settle(t)
+	rcv.none()
 }

@@ -20,7 +20,7 @@ import (
 
 // source is the part of *informer.Listener a hook uses; tests replace it.
 type source interface {
-	Pop(buf []informer.Notification) []informer.Notification
+	PopAtMost(buf []informer.Notification, limit int) []informer.Notification
 	Stats() informer.ListenerStats
 	Reset()
 	Stop()
@@ -115,7 +115,7 @@ func (h *hook) run(ctx context.Context) {
 	var buf []informer.Notification
 	for ctx.Err() == nil {
 		if len(pending) == 0 {
-			pending, buf = h.pop(pending, buf)
+			pending, buf = h.pop(pending, buf, popChunk)
 			h.updateQueue(len(pending))
 			if len(pending) == 0 {
 				select {
@@ -150,7 +150,7 @@ func (h *hook) run(ctx context.Context) {
 	// What the listeners still buffer is queued too: take it, so the
 	// drain tries it after the events taken earlier and counts what it
 	// cannot send, instead of dropping it unreported with the listeners.
-	pending, _ = h.pop(pending, buf)
+	pending, _ = h.pop(pending, buf, 0)
 	h.drainPending(dctx, pending)
 }
 
@@ -176,31 +176,54 @@ func (h *hook) drainPending(dctx context.Context, pending []event) {
 	}
 }
 
-// pop takes everything the listeners hold, in order per listener, and
-// renders the event types the webhook wants, and every reset and
-// snapshot.end marker.
-func (h *hook) pop(pending []event, buf []informer.Notification) ([]event, []informer.Notification) {
+// popChunk bounds the events a hook renders ahead of delivering them: a
+// snapshot of any size waits in its listener (as object references) and
+// is rendered a chunk at a time.
+const popChunk = 256
+
+// pop takes what the listeners hold, in order per listener, and renders
+// the event types the webhook wants, and every reset and snapshot.end
+// marker: until it has limit events or the listeners are empty (limit 0:
+// everything).
+func (h *hook) pop(pending []event, buf []informer.Notification, limit int) ([]event, []informer.Notification) {
 	now := h.clock.Now()
 	for _, in := range h.inputs {
-		buf = in.src.Pop(buf[:0])
-		for _, n := range buf {
-			switch {
-			case n.Type == informer.Reset:
-				h.log.Warn("reset: sending the current state of the resource between reset and snapshot.end events",
-					zap.String("collection", in.collection))
-				h.seq++
-				pending = append(pending, newMarker(in, kindReset, 0, h.cfg.Format, h.source, now, h.seq))
-			case n.Type == informer.EndOfSnapshot:
-				h.seq++
-				pending = append(pending, newMarker(in, kindSnapshotEnd, n.RV, h.cfg.Format, h.source, now, h.seq))
-			case h.types[n.Type] && n.Object != nil:
-				pending = append(pending, newEvent(in.info, n, h.cfg.Format, h.source, now))
+		for {
+			buf = in.src.PopAtMost(buf[:0], limit)
+			if len(buf) == 0 {
+				break
+			}
+			pending = h.render(in, pending, buf, now)
+			clear(buf) // do not pin objects until the next pop
+			// Fewer than asked: the listener is empty. Enough events: they
+			// are delivered first and the rest waits in the listener.
+			if limit <= 0 || len(buf) < limit || len(pending) >= limit {
+				break
 			}
 		}
-		clear(buf) // do not pin objects until the next pop
 		h.reportOverflows(in)
 	}
 	return pending, buf
+}
+
+// render appends the events the webhook wants for the notifications
+// popped from in.
+func (h *hook) render(in *input, pending []event, buf []informer.Notification, now time.Time) []event {
+	for _, n := range buf {
+		switch {
+		case n.Type == informer.Reset:
+			h.log.Warn("reset: sending the current state of the resource between reset and snapshot.end events",
+				zap.String("collection", in.collection))
+			h.seq++
+			pending = append(pending, newMarker(in, kindReset, 0, h.cfg.Format, h.source, now, h.seq))
+		case n.Type == informer.EndOfSnapshot:
+			h.seq++
+			pending = append(pending, newMarker(in, kindSnapshotEnd, n.RV, h.cfg.Format, h.source, now, h.seq))
+		case h.types[n.Type] && n.Object != nil:
+			pending = append(pending, newEvent(in.info, n, h.cfg.Format, h.source, now))
+		}
+	}
+	return pending
 }
 
 // supersede gives up on the events taken, the first of which ran out of

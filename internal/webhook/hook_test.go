@@ -83,22 +83,30 @@ func (f *fakeSource) change(ns ...informer.Notification) {
 	f.push(ns...)
 }
 
-func (f *fakeSource) Pop(buf []informer.Notification) []informer.Notification {
+func (f *fakeSource) PopAtMost(buf []informer.Notification, limit int) []informer.Notification {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.resetDue {
+		// As a listener does: the snapshot goes ahead of what is queued.
 		f.resetDue = false
-		buf = append(buf, informer.Notification{Type: informer.Reset})
+		snap := []informer.Notification{{Type: informer.Reset}}
 		for _, name := range slices.Sorted(maps.Keys(f.state)) {
-			buf = append(buf, f.state[name])
+			snap = append(snap, f.state[name])
 		}
-		return append(buf, informer.Notification{Type: informer.EndOfSnapshot, RV: f.lastRV})
+		f.q = append(append(snap, informer.Notification{Type: informer.EndOfSnapshot, RV: f.lastRV}), f.q...)
 	}
 	if len(f.q) == 0 {
 		f.idleAt = f.pushes
 	}
-	buf = append(buf, f.q...)
-	f.q = nil
+	n := len(f.q)
+	if limit > 0 {
+		n = min(n, limit)
+	}
+	buf = append(buf, f.q[:n]...)
+	f.q = f.q[n:]
+	if len(f.q) == 0 {
+		f.q = nil
+	}
 	return buf
 }
 
