@@ -17,10 +17,10 @@ import (
 	"kubegate/internal/informer"
 )
 
-// FromError maps err to a Status. Errors kubegate knows (informer errors,
-// *apierrors.StatusError) keep their meaning and message; anything else is
-// an InternalError whose message does not reveal the internal error, which
-// the caller should log.
+// FromError maps err to a complete Status (kind, apiVersion, status,
+// code). Errors kubegate knows (informer errors, *apierrors.StatusError)
+// keep their meaning and message; anything else is an InternalError whose
+// message does not reveal the internal error, which the caller should log.
 func FromError(err error) *metav1.Status {
 	var (
 		se  apierrors.APIStatus
@@ -33,6 +33,7 @@ func FromError(err error) *metav1.Status {
 		return nil
 	case errors.As(err, &se):
 		st := se.Status()
+		complete(&st)
 		return &st
 	case errors.As(err, &fe):
 		return New(http.StatusBadRequest, metav1.StatusReasonBadRequest, fe.Error())
@@ -71,19 +72,31 @@ func Internal(st *metav1.Status) bool {
 	return st.Reason == metav1.StatusReasonInternalError
 }
 
-// Write sends st as the response, with its code as the HTTP status and a
-// Retry-After header when st carries RetryAfterSeconds.
-func Write(w http.ResponseWriter, st *metav1.Status) {
+// complete fills in what a Status taken from an error may leave out.
+// apierrors' constructors (NewForbidden, ...) set neither kind nor
+// apiVersion, and a client-go watch refuses an ERROR event whose object
+// has no kind ("Object 'Kind' is missing") instead of reporting its code.
+func complete(st *metav1.Status) {
 	if st.Kind == "" {
-		st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+		st.Kind = "Status"
+	}
+	if st.APIVersion == "" {
+		st.APIVersion = "v1"
 	}
 	if st.Status == "" {
 		st.Status = metav1.StatusFailure
 	}
-	code := int(st.Code)
-	if code == 0 {
-		code = http.StatusInternalServerError
+	if st.Code == 0 {
+		st.Code = http.StatusInternalServerError
 	}
+}
+
+// Write sends st as the response, with its code as the HTTP status and a
+// Retry-After header when st carries RetryAfterSeconds. It completes st
+// first, as FromError does.
+func Write(w http.ResponseWriter, st *metav1.Status) {
+	complete(st)
+	code := int(st.Code)
 	if st.Details != nil && st.Details.RetryAfterSeconds > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(st.Details.RetryAfterSeconds)))
 	}

@@ -4,16 +4,29 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"kubegate/internal/informer"
 )
+
+// The client-go watch in TestWatchClientSeesErrorStatus runs a goroutine
+// that must end with the test.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"))
+}
 
 func TestFromError(t *testing.T) {
 	secret := errors.New("dial tcp 10.0.0.1:443: secret detail")
@@ -33,11 +46,49 @@ func TestFromError(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := FromError(tc.err)
-			if st.Code != tc.code || st.Reason != tc.reason || st.Status != metav1.StatusFailure {
-				t.Fatalf("FromError = %d %s %s, want %d %s Failure", st.Code, st.Reason, st.Status, tc.code, tc.reason)
+			if st.Code != tc.code || st.Reason != tc.reason {
+				t.Fatalf("FromError = %d %s, want %d %s", st.Code, st.Reason, tc.code, tc.reason)
 			}
+			checkComplete(t, st)
 			if tc.err == secret && st.Message == secret.Error() {
 				t.Fatalf("internal error leaked to the client: %q", st.Message)
+			}
+		})
+	}
+}
+
+// checkComplete fails unless st is a Status a Kubernetes client decodes
+// as one: a client-go watch refuses an ERROR event without a kind.
+func checkComplete(t *testing.T, st *metav1.Status) {
+	t.Helper()
+	if st.Kind != "Status" || st.APIVersion != "v1" || st.Status != metav1.StatusFailure || st.Code == 0 {
+		t.Fatalf("incomplete Status: kind %q, apiVersion %q, status %q, code %d", st.Kind, st.APIVersion, st.Status, st.Code)
+	}
+}
+
+// TestFromErrorCompletesAPIStatus checks that a Status taken from an
+// error is completed whatever the error left out, and keeps what it set.
+func TestFromErrorCompletesAPIStatus(t *testing.T) {
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("no"))
+	for _, tc := range []struct {
+		name string
+		err  error
+		want metav1.Status
+	}{
+		{"apierrors constructor", forbidden, forbidden.ErrStatus},
+		{"wrapped", fmt.Errorf("recheck: %w", forbidden), forbidden.ErrStatus},
+		{"no code", &apierrors.StatusError{ErrStatus: metav1.Status{Message: "m"}}, metav1.Status{Code: 500, Message: "m"}},
+		{"retry after kept", &apierrors.StatusError{ErrStatus: metav1.Status{
+			Code: 503, Reason: metav1.StatusReasonServiceUnavailable, Message: "later", Details: &metav1.StatusDetails{RetryAfterSeconds: 1},
+		}}, metav1.Status{Code: 503, Reason: metav1.StatusReasonServiceUnavailable, Message: "later", Details: &metav1.StatusDetails{RetryAfterSeconds: 1}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := FromError(tc.err)
+			checkComplete(t, st)
+			tc.want.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+			tc.want.Status = metav1.StatusFailure
+			if diff := cmp.Diff(&tc.want, st); diff != "" {
+				t.Fatalf("FromError (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -59,3 +110,52 @@ func TestWrite(t *testing.T) {
 		t.Fatalf("body = %+v", got)
 	}
 }
+
+func TestWriteCompletes(t *testing.T) {
+	rec := httptest.NewRecorder()
+	Write(rec, &metav1.Status{Message: "bare"})
+	var got metav1.Status
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	checkComplete(t, &got)
+	if rec.Code != int(got.Code) {
+		t.Fatalf("HTTP status %d, body code %d", rec.Code, got.Code)
+	}
+}
+
+// TestWatchClientSeesErrorStatus sends FromError's Status as a watch ERROR
+// event to a real client-go watch: the client must see the 403, not fail
+// to decode the event.
+func TestWatchClientSeesErrorStatus(t *testing.T) {
+	st := FromError(fmt.Errorf("recheck: %w", apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("no"))))
+	obj, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := fmt.Sprintf(`{"type":"ERROR","object":%s}`+"\n", obj)
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: "http://gateway.invalid", Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Request: r, Body: io.NopCloser(strings.NewReader(body)),
+			Header: http.Header{"Content-Type": {"application/json"}}}, nil
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := cs.CoreV1().Pods("").Watch(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	ev := <-w.ResultChan()
+	got, ok := ev.Object.(*metav1.Status)
+	if ev.Type != watch.Error || !ok {
+		t.Fatalf("event %s %T, want ERROR *metav1.Status", ev.Type, ev.Object)
+	}
+	if !apierrors.IsForbidden(apierrors.FromObject(got)) {
+		t.Fatalf("client saw %d %s %q, want 403 Forbidden", got.Code, got.Reason, got.Message)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
