@@ -18,8 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-
-	"kubegate/internal/informer"
 )
 
 // The client-go watch in TestWatchClientSeesErrorStatus runs a goroutine
@@ -30,32 +28,46 @@ func TestMain(m *testing.M) {
 
 func TestFromError(t *testing.T) {
 	secret := errors.New("dial tcp 10.0.0.1:443: secret detail")
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "x", errors.New("no"))
 	for _, tc := range []struct {
 		name   string
 		err    error
 		code   int32
 		reason metav1.StatusReason
+		msg    string
 	}{
-		{"status error", apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "x", errors.New("no")), 403, metav1.StatusReasonForbidden},
-		{"bad selector", fmt.Errorf("wrapped: %w", &informer.InvalidFilterError{Param: "labelSelector", Err: errors.New("bad")}), 400, metav1.StatusReasonBadRequest},
-		{"unknown resource", &informer.UnknownResourceError{Name: "nope"}, 404, metav1.StatusReasonNotFound},
-		{"expired", fmt.Errorf("x: %w", informer.ErrExpired), 410, metav1.StatusReasonExpired},
-		{"bad rv", fmt.Errorf("x: %w", informer.ErrInvalidResourceVersion), 400, metav1.StatusReasonBadRequest},
-		{"gateway forbidden", &informer.GatewayForbiddenError{GVR: schema.GroupVersionResource{Resource: "secrets"}, Verb: "list"}, 503, metav1.StatusReasonServiceUnavailable},
-		{"internal", secret, 500, metav1.StatusReasonInternalError},
+		{"status error", forbidden, 403, metav1.StatusReasonForbidden, forbidden.Error()},
+		// A Status with a message keeps it, however the error was wrapped.
+		{"wrapped status error", fmt.Errorf("recheck: %w", forbidden), 403, metav1.StatusReasonForbidden, forbidden.Error()},
+		// One without takes the text of the whole error, as a sentinel
+		// wrapped with its context wants.
+		{"wrapped sentinel", fmt.Errorf("pods: resume from 5: %w", errGoneSentinel), 410, metav1.StatusReasonExpired, "pods: resume from 5: gone"},
+		{"internal", secret, 500, metav1.StatusReasonInternalError, "internal error; see the gateway's log"},
+		{"internal wrapping no status", fmt.Errorf("x: %w", secret), 500, metav1.StatusReasonInternalError, "internal error; see the gateway's log"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := FromError(tc.err)
-			if st.Code != tc.code || st.Reason != tc.reason {
-				t.Fatalf("FromError = %d %s, want %d %s", st.Code, st.Reason, tc.code, tc.reason)
+			if st.Code != tc.code || st.Reason != tc.reason || st.Message != tc.msg {
+				t.Fatalf("FromError = %d %s %q, want %d %s %q", st.Code, st.Reason, st.Message, tc.code, tc.reason, tc.msg)
 			}
 			checkComplete(t, st)
-			if tc.err == secret && st.Message == secret.Error() {
-				t.Fatalf("internal error leaked to the client: %q", st.Message)
-			}
 		})
 	}
+	if FromError(nil) != nil {
+		t.Fatal("FromError(nil) != nil")
+	}
 }
+
+// sentinel is an error value with a Status but no message, as the
+// informer's sentinel errors are.
+type sentinel struct{ st metav1.Status }
+
+func (s *sentinel) Error() string { return "gone" }
+
+// Status implements apierrors.APIStatus.
+func (s *sentinel) Status() metav1.Status { return s.st }
+
+var errGoneSentinel = &sentinel{metav1.Status{Code: 410, Reason: metav1.StatusReasonExpired}}
 
 // checkComplete fails unless st is a Status a Kubernetes client decodes
 // as one: a client-go watch refuses an ERROR event without a kind.
