@@ -1,11 +1,16 @@
 package bench
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestScanFrames(t *testing.T) {
@@ -48,5 +53,66 @@ func TestScanWatchEvent(t *testing.T) {
 	}
 	if _, _, ok := scanWatchEvent([]byte(strings.Repeat("x", 10))); ok {
 		t.Error("garbage scanned ok")
+	}
+}
+
+// benchPodJSON is one workload Pod as kube-apiserver serves it, about
+// 7 KB.
+func benchPodJSON(b *testing.B, j int) []byte {
+	b.Helper()
+	p := NewPod(PodAt(j, 10), j)
+	p.TypeMeta = metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}
+	p.UID = types.UID(fmt.Sprintf("6b0b2a6e-0000-4000-8000-%012d", j))
+	p.ResourceVersion = strconv.Itoa(1000 + j)
+	raw, err := json.Marshal(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return raw
+}
+
+// BenchmarkScanFrames measures reading the gateway's WebSocket messages
+// as the receivers do: one event per message, or batches of events.
+func BenchmarkScanFrames(b *testing.B) {
+	for _, events := range []int{1, 16} {
+		b.Run(fmt.Sprintf("events=%d", events), func(b *testing.B) {
+			var msg bytes.Buffer
+			if events > 1 {
+				msg.WriteString(`{"type":"batch","events":[`)
+			}
+			for i := range events {
+				if i > 0 {
+					msg.WriteByte(',')
+				}
+				fmt.Fprintf(&msg, `{"type":"MODIFIED","id":"sub-1","rv":"%d","object":%s}`, 1000+i, benchPodJSON(b, i))
+			}
+			if events > 1 {
+				msg.WriteString(`]}`)
+			}
+			n := 0
+			b.SetBytes(int64(msg.Len()))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := scanFrames(msg.Bytes(), func(typ, id, rv []byte) { n++ }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if n != b.N*events {
+				b.Fatalf("%d frames, want %d", n, b.N*events)
+			}
+		})
+	}
+}
+
+// BenchmarkScanWatchEvent measures reading one line of kube-apiserver's
+// JSON watch stream.
+func BenchmarkScanWatchEvent(b *testing.B) {
+	line := fmt.Appendf(nil, `{"type":"MODIFIED","object":%s}`, benchPodJSON(b, 7))
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if typ, rv, ok := scanWatchEvent(line); !ok || string(typ) != "MODIFIED" || rv != 1007 {
+			b.Fatalf("scanWatchEvent = %s %d %v", typ, rv, ok)
+		}
 	}
 }
