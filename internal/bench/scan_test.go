@@ -25,7 +25,11 @@ func TestScanFrames(t *testing.T) {
 		{name: "batch", msg: `{"type":"batch","events":[{"type":"ADDED","id":"a","rv":"1","object":` + obj + `}, {"type":"END_OF_SNAPSHOT","id":"a","rv":"1"},{"type":"RESET","id":"b","reason":"Overflow"}]}`,
 			want: []string{"ADDED a 1", "END_OF_SNAPSHOT a 1", "RESET b "}},
 		{name: "error frame", msg: `{"type":"error","id":"x","status":{"code":404,"ended":true}}`, want: []string{"error x "}},
+		{name: "events only at the top", msg: `{"type":"MODIFIED","id":"a","rv":"1","object":{"events":[{"type":"ADDED"}]}}`, want: []string{"MODIFIED a 1"}},
 		{name: "truncated", msg: `{"type":"MODIFIED","id":"s1","rv":"42","object":{"a":`, err: true},
+		{name: "mismatched brackets", msg: `{"type":"MODIFIED","id":"s1","object":{"a":[}]}`, err: true},
+		{name: "id not a string", msg: `{"type":"ack","id":1}`, err: true},
+		{name: "data after", msg: `{"type":"ack","id":"a"}{}`, err: true},
 		{name: "not an object", msg: `[1]`, err: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -46,13 +50,49 @@ func TestScanFrames(t *testing.T) {
 }
 
 func TestScanWatchEvent(t *testing.T) {
-	line := `{"type":"MODIFIED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web-1","namespace":"bench-000","uid":"u","resourceVersion":"1234","ownerReferences":[{"resourceVersion":"9"}]}}}`
-	typ, rv, ok := scanWatchEvent([]byte(line))
-	if !ok || string(typ) != "MODIFIED" || rv != 1234 {
-		t.Errorf("scanWatchEvent = %s %d %v, want MODIFIED 1234 true", typ, rv, ok)
+	const pod = `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web-1","namespace":"bench-000","uid":"u","resourceVersion":"1234","ownerReferences":[{"resourceVersion":"9"}]},"spec":{"x":"}"}}`
+	for _, tc := range []struct {
+		name, line string
+		typ        string
+		rv         uint64
+		ok         bool
+	}{
+		{name: "modified", line: `{"type":"MODIFIED","object":` + pod + `}`, typ: "MODIFIED", rv: 1234, ok: true},
+		// Heads of long lines are cut; what follows the version is not read.
+		{name: "head", line: `{"type":"MODIFIED","object":` + pod[:strings.Index(pod, "ownerReferences")], typ: "MODIFIED", rv: 1234, ok: true},
+		{name: "type last", line: `{"object":` + pod + `,"type":"DELETED"}`, typ: "DELETED", rv: 1234, ok: true},
+		{name: "bookmark", line: `{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"77","annotations":{"k8s.io/initial-events-end":"true"}}}}`,
+			typ: "BOOKMARK", rv: 77, ok: true},
+		{name: "error status", line: `{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","code":410}}`, typ: "ERROR", ok: true},
+		// Only metadata.resourceVersion counts, not one further in.
+		{name: "no version", line: `{"type":"ADDED","object":{"metadata":{"ownerReferences":[{"resourceVersion":"9"}]}}}`, typ: "ADDED", ok: true},
+		{name: "bad version", line: `{"type":"ADDED","object":{"metadata":{"resourceVersion":"x"}}}`},
+		{name: "no type", line: `{"object":` + pod + `}`},
+		{name: "cut before the version", line: `{"type":"MODIFIED","object":{"metadata":{"name":"web-1","resou`},
+		{name: "garbage", line: strings.Repeat("x", 10)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			typ, rv, ok := scanWatchEvent([]byte(tc.line))
+			if ok != tc.ok || (ok && (string(typ) != tc.typ || rv != tc.rv)) {
+				t.Errorf("scanWatchEvent = %s %d %v, want %s %d %v", typ, rv, ok, tc.typ, tc.rv, tc.ok)
+			}
+		})
 	}
-	if _, _, ok := scanWatchEvent([]byte(strings.Repeat("x", 10))); ok {
-		t.Error("garbage scanned ok")
+}
+
+func TestObjectRV(t *testing.T) {
+	for in, want := range map[string]uint64{
+		`{"kind":"Pod","metadata":{"name":"a","resourceVersion":"42"},"spec":{}}`:          42,
+		`{"spec":{"metadata":{"resourceVersion":"1"}},"metadata":{"resourceVersion":"2"}}`: 2,
+		`{"metadata":{"ownerReferences":[{"resourceVersion":"9"}]}}`:                       0,
+		`{"metadata":{"resourceVersion":5}}`:                                               0,
+		`{"metadata":`:                                                                     0,
+		`[]`:                                                                               0,
+	} {
+		rv, err := objectRV([]byte(in))
+		if rv != want || (want == 0) != (err != nil) {
+			t.Errorf("objectRV(%s) = %d, %v; want %d", in, rv, err, want)
+		}
 	}
 }
 
