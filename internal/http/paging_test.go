@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -192,24 +193,29 @@ func TestParseAccept(t *testing.T) {
 }
 
 func TestRawMetadata(t *testing.T) {
-	for raw, want := range map[string]string{
-		`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","labels":{"x":"y"}},"spec":{"x":[1,2]}}`: `{"name":"a","labels":{"x":"y"}}`,
-		`{"spec":{"metadata":{"name":"inner"}},"metadata":{"name":"outer"}}`:                             `{"name":"outer"}`,
-		` { "metadata" : {"name":"b"} }`: `{"name":"b"}`,
-		`{"kind":"Pod"}`:                 "",
-		`[]`:                             "",
-		`{"metadata":`:                   "",
-		`{"metadata":"x"}`:               "",
-		`{"a":"}\"{","b":[{"c":1},true,null,-1.5e3],"metadata":{"s":"\\"}}`: `{"s":"\\"}`,
-		`{"a":1 "metadata":{}}`: "",
-		`{"a":`:                 "",
-		`{"a":[}`:               "",
-		`{}`:                    "",
-		``:                      "",
+	for _, tc := range []struct {
+		raw, want string
+		err       error
+	}{
+		{raw: `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","labels":{"x":"y"}},"spec":{"x":[1,2]}}`, want: `{"name":"a","labels":{"x":"y"}}`},
+		{raw: `{"spec":{"metadata":{"name":"inner"}},"metadata":{"name":"outer"}}`, want: `{"name":"outer"}`},
+		{raw: ` { "metadata" : {"name":"b"} }`, want: `{"name":"b"}`},
+		{raw: `{"a":"}\"{","b":[{"c":1},true,null,-1.5e3],"metadata":{"s":"\\"}}`, want: `{"s":"\\"}`},
+		{raw: `{"kind":"Pod"}`, err: errNoMetadata},
+		{raw: `{"metadata":"x"}`, err: errNoMetadata},
+		{raw: `{}`, err: errNoMetadata},
+		{raw: `[]`, err: errMalformed},
+		{raw: `{"metadata":`, err: errMalformed},
+		{raw: `{"a":1 "metadata":{}}`, err: errMalformed},
+		{raw: `{"a":`, err: errMalformed},
+		{raw: `{"a":[}`, err: errMalformed},
+		{raw: `{"a":[1},"metadata":{}}`, err: errMalformed},
+		{raw: `{"metadata":{"a":]}}`, err: errMalformed},
+		{raw: ``, err: errMalformed},
 	} {
-		got, err := rawMetadata([]byte(raw))
-		if string(got) != want || (want == "") != (err != nil) {
-			t.Errorf("%s: got %s, %v; want %s", raw, got, err, want)
+		got, err := rawMetadata([]byte(tc.raw))
+		if string(got) != tc.want || !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
+			t.Errorf("%s: got %s, %v; want %s, %v", tc.raw, got, err, tc.want, tc.err)
 		}
 	}
 }
