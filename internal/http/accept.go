@@ -34,24 +34,34 @@ type representation struct {
 // is a Table for every verb; as=PartialObjectMetadataList is served for
 // lists, as=PartialObjectMetadata for gets and watches. Entries of other
 // media types (protobuf, CBOR, YAML) are read for their as= only: the
-// answer is always JSON. When every entry asks for a form the gateway
-// does not serve for this verb, the answer is 406 NotAcceptable; a header
-// with no entry at all (or only unparsable ones) gets the objects.
+// answer is always JSON. Entries are parsed by mime.ParseMediaType. One
+// that cannot be parsed but asks for a form (as=) is a form the gateway
+// cannot serve, since it cannot tell which: it does not answer with
+// another in its place. When every entry asks for a form the gateway
+// does not serve for this verb, the answer is 406 NotAcceptable naming
+// them; a header with no entry at all (or only unparsable ones that ask
+// for no form) gets the objects.
 func parseAccept(r *http.Request, verb string) (representation, error) {
 	accept := r.Header.Get("Accept")
 	if !strings.Contains(accept, "as=") {
 		return representation{}, nil
 	}
 	var unserved []string
-	for _, part := range strings.Split(accept, ",") {
-		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil {
-			continue
-		}
+	for part := range strings.SplitSeq(accept, ",") {
+		part = strings.TrimSpace(part)
+		// With a malformed parameter, ParseMediaType still returns
+		// the media type.
+		mt, params, err := mime.ParseMediaType(part)
 		switch mt {
 		case "application/json", "application/vnd.kubernetes.protobuf", "application/cbor", "application/yaml",
-			"*/*", "application/*":
+			"*/*", "application/*", "":
 		default:
+			continue
+		}
+		if err != nil {
+			if strings.Contains(part, "as=") {
+				unserved = append(unserved, part+" (malformed: "+err.Error()+")")
+			}
 			continue
 		}
 		as, v := params["as"], params["v"]
@@ -67,7 +77,7 @@ func parseAccept(r *http.Request, verb string) (representation, error) {
 			as == "PartialObjectMetadata" && metaVersion && verb != "list":
 			return representation{metadata: v}, nil
 		}
-		unserved = append(unserved, strings.TrimSpace(part))
+		unserved = append(unserved, part)
 	}
 	if len(unserved) == 0 {
 		return representation{}, nil

@@ -174,6 +174,17 @@ func TestParseAccept(t *testing.T) {
 		{"list", "application/json;as=Table;v=v9;g=meta.k8s.io", "", representation{}, http.StatusNotAcceptable},
 		{"list", "application/json;as=Thing;v=v1;g=meta.k8s.io, " + metaL, "", representation{metadata: "v1"}, 0},
 		{"list", "text/html;as=Table", "", representation{}, 0},
+		{"list", table + ";", "", tableV1, 0},
+		// An entry asking for a form that cannot be parsed is not served
+		// as something else: 406, unless another entry is served.
+		{"list", table + ";;", "", representation{}, http.StatusNotAcceptable},
+		{"list", table + ";v=v2", "", representation{}, http.StatusNotAcceptable},
+		{"list", "as=Table;g=meta.k8s.io;v=v1", "", representation{}, http.StatusNotAcceptable},
+		{"get", metaO + ";x", "", representation{}, http.StatusNotAcceptable},
+		{"list", table + ";;," + table, "", tableV1, 0},
+		{"list", table + ";;,application/json", "", representation{}, 0},
+		{"list", "text/html;as=Table;;", "", representation{}, 0},
+		{"list", "application/json;x=\"unterminated, " + table, "", tableV1, 0},
 	} {
 		r := httptest.NewRequest("GET", "/api/v1/pods?"+c.query, nil)
 		r.Header.Set("Accept", c.accept)
@@ -189,6 +200,24 @@ func TestParseAccept(t *testing.T) {
 		if diff := cmp.Diff(c.want, got, cmp.AllowUnexported(representation{}, tableOptions{})); err == nil && diff != "" {
 			t.Errorf("%s %q %q (-want +got):\n%s", c.verb, c.accept, c.query, diff)
 		}
+	}
+}
+
+// TestParseAcceptMalformed checks what a client asking for a form in a
+// malformed Accept header reads: a complete 406 Status naming the entry
+// and what is wrong with it.
+func TestParseAcceptMalformed(t *testing.T) {
+	r := httptest.NewRequest("GET", "/api/v1/pods", nil)
+	r.Header.Set("Accept", "application/json;as=Table;g=meta.k8s.io;v=v1;v=v1beta1")
+	_, err := parseAccept(r, "list")
+	st := apistatus.FromError(err)
+	if st == nil || st.Kind != "Status" || st.APIVersion != "v1" || st.Status != metav1.StatusFailure ||
+		st.Code != http.StatusNotAcceptable || st.Reason != metav1.StatusReasonNotAcceptable {
+		t.Fatalf("status %+v, want a complete 406 NotAcceptable", st)
+	}
+	const want = "(application/json;as=Table;g=meta.k8s.io;v=v1;v=v1beta1 (malformed: mime: duplicate parameter name))"
+	if !strings.Contains(st.Message, want) {
+		t.Fatalf("message %q does not contain %q", st.Message, want)
 	}
 }
 
