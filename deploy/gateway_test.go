@@ -13,6 +13,7 @@ import (
 	"kubegate/internal/auth"
 	httpapi "kubegate/internal/http"
 	"kubegate/internal/informer"
+	"kubegate/internal/namespaces"
 	"kubegate/internal/ws"
 )
 
@@ -65,7 +66,7 @@ func startGateway(t *testing.T, cfg *rest.Config, o gatewayOptions) *gateway {
 			t.Fatal(err)
 		}
 		if authz, err = auth.NewSubjectAccessReview(auth.SubjectAccessReviewOptions{
-			Client: cs, Namespaces: auth.InformerNamespaces(mgr), AllowTTL: -1, DenyTTL: -1, ScanTTL: -1,
+			Client: cs, Namespaces: namespaces.FromInformer(mgr), AllowTTL: -1, DenyTTL: -1, ScanTTL: -1,
 			Metrics: m, Logger: log,
 		}); err != nil {
 			t.Fatal(err)

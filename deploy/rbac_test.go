@@ -23,6 +23,7 @@ import (
 
 	"kubegate/internal/auth"
 	"kubegate/internal/informer"
+	"kubegate/internal/namespaces"
 	"kubegate/internal/testenv"
 )
 
@@ -73,7 +74,7 @@ func checks(resources []string) []rbacCheck {
 		}},
 		rbacCheck{"subjectaccessreview", func(ctx context.Context, g *gatewayIdentity) error {
 			sar, err := auth.NewSubjectAccessReview(auth.SubjectAccessReviewOptions{
-				Client: kubernetes.NewForConfigOrDie(g.cfg), Namespaces: auth.InformerNamespaces(g.gw.mgr),
+				Client: kubernetes.NewForConfigOrDie(g.cfg), Namespaces: namespaces.FromInformer(g.gw.mgr),
 				AllowTTL: -1, DenyTTL: -1, ScanTTL: -1,
 			})
 			if err != nil {

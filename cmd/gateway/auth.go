@@ -12,6 +12,7 @@ import (
 	"kubegate/internal/auth"
 	"kubegate/internal/config"
 	"kubegate/internal/informer"
+	"kubegate/internal/namespaces"
 )
 
 // authParts are the authentication and authorization pieces the servers
@@ -94,7 +95,7 @@ func newAuth(cfg config.Config, kc *rest.Config, mgr *informer.Manager, reg prom
 	switch c.Authz {
 	case "rbac":
 		a, err := auth.NewSubjectAccessReview(auth.SubjectAccessReviewOptions{
-			Client: client, Namespaces: auth.InformerNamespaces(mgr),
+			Client: client, Namespaces: namespaces.FromInformer(mgr),
 			AllowTTL: ttl(c.AllowTTL), DenyTTL: ttl(c.DenyTTL), ScanTTL: ttl(c.NamespaceScanTTL),
 			Metrics: m, Logger: log.Named("authz"),
 		})

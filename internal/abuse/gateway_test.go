@@ -29,6 +29,7 @@ import (
 	"kubegate/internal/controlplane"
 	httpapi "kubegate/internal/http"
 	"kubegate/internal/informer"
+	"kubegate/internal/namespaces"
 	"kubegate/internal/testenv"
 	"kubegate/internal/ws"
 )
@@ -136,7 +137,7 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 		t.Fatal(err)
 	}
 	authz, err := auth.NewSubjectAccessReview(auth.SubjectAccessReviewOptions{
-		Client: env.Client, Namespaces: auth.InformerNamespaces(mgr), Metrics: m, Logger: log,
+		Client: env.Client, Namespaces: namespaces.FromInformer(mgr), Metrics: m, Logger: log,
 		AllowTTL: time.Duration(a.AllowTTL), DenyTTL: time.Duration(a.DenyTTL), ScanTTL: time.Duration(a.NamespaceScanTTL),
 	})
 	if err != nil {

@@ -13,45 +13,29 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"kubegate/internal/informer"
 )
 
-// FromError maps err to a Status. Errors kubegate knows (informer errors,
-// *apierrors.StatusError) keep their meaning and message; anything else is
-// an InternalError whose message does not reveal the internal error, which
-// the caller should log.
+// FromError maps err to a complete Status (kind, apiVersion, status,
+// code). An error that knows its Status (apierrors.APIStatus, found
+// through any wrapping: *apierrors.StatusError, the informer's errors)
+// keeps its meaning and message; a Status without a message takes err's
+// text, so a sentinel error gets the context it was wrapped with. Anything
+// else is an InternalError whose message does not reveal the internal
+// error, which the caller should log.
 func FromError(err error) *metav1.Status {
-	var (
-		se  apierrors.APIStatus
-		fe  *informer.InvalidFilterError
-		ue  *informer.UnknownResourceError
-		gfe *informer.GatewayForbiddenError
-	)
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case errors.As(err, &se):
-		st := se.Status()
-		return &st
-	case errors.As(err, &fe):
-		return New(http.StatusBadRequest, metav1.StatusReasonBadRequest, fe.Error())
-	case errors.As(err, &ue):
-		return New(http.StatusNotFound, metav1.StatusReasonNotFound, ue.Error())
-	case errors.Is(err, informer.ErrExpired):
-		return New(http.StatusGone, metav1.StatusReasonExpired, err.Error())
-	case errors.Is(err, informer.ErrInvalidResourceVersion):
-		return New(http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error())
-	case errors.Is(err, informer.ErrNotWatchable):
-		return New(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed, err.Error())
-	case errors.As(err, &gfe):
-		// The caller is not at fault: the gateway cannot serve this
-		// resource to anyone until its ClusterRole is fixed.
-		return New(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, gfe.Error())
-	case errors.Is(err, informer.ErrStopped):
-		return New(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, "the gateway is shutting down")
 	}
-	return New(http.StatusInternalServerError, metav1.StatusReasonInternalError, "internal error; see the gateway's log")
+	var se apierrors.APIStatus
+	if !errors.As(err, &se) {
+		return New(http.StatusInternalServerError, metav1.StatusReasonInternalError, "internal error; see the gateway's log")
+	}
+	st := se.Status()
+	if st.Message == "" {
+		st.Message = err.Error()
+	}
+	complete(&st)
+	return &st
 }
 
 // New returns a Failure status.
@@ -71,19 +55,31 @@ func Internal(st *metav1.Status) bool {
 	return st.Reason == metav1.StatusReasonInternalError
 }
 
-// Write sends st as the response, with its code as the HTTP status and a
-// Retry-After header when st carries RetryAfterSeconds.
-func Write(w http.ResponseWriter, st *metav1.Status) {
+// complete fills in what a Status taken from an error may leave out.
+// apierrors' constructors (NewForbidden, ...) set neither kind nor
+// apiVersion, and a client-go watch refuses an ERROR event whose object
+// has no kind ("Object 'Kind' is missing") instead of reporting its code.
+func complete(st *metav1.Status) {
 	if st.Kind == "" {
-		st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+		st.Kind = "Status"
+	}
+	if st.APIVersion == "" {
+		st.APIVersion = "v1"
 	}
 	if st.Status == "" {
 		st.Status = metav1.StatusFailure
 	}
-	code := int(st.Code)
-	if code == 0 {
-		code = http.StatusInternalServerError
+	if st.Code == 0 {
+		st.Code = http.StatusInternalServerError
 	}
+}
+
+// Write sends st as the response, with its code as the HTTP status and a
+// Retry-After header when st carries RetryAfterSeconds. It completes st
+// first, as FromError does.
+func Write(w http.ResponseWriter, st *metav1.Status) {
+	complete(st)
+	code := int(st.Code)
 	if st.Details != nil && st.Details.RetryAfterSeconds > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(st.Details.RetryAfterSeconds)))
 	}

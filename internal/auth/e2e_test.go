@@ -26,6 +26,7 @@ import (
 	"kubegate/internal/auth"
 	httpapi "kubegate/internal/http"
 	"kubegate/internal/informer"
+	"kubegate/internal/namespaces"
 	"kubegate/internal/testenv"
 	"kubegate/internal/ws"
 )
@@ -88,7 +89,7 @@ func startGatewayWith(t testing.TB, o gatewayOptions) *gateway {
 	var authz auth.Authorizer = auth.AlwaysAllow{}
 	if !o.alwaysAllow {
 		if authz, err = auth.NewSubjectAccessReview(auth.SubjectAccessReviewOptions{
-			Client: env.Client, Namespaces: auth.InformerNamespaces(mgr),
+			Client: env.Client, Namespaces: namespaces.FromInformer(mgr),
 			AllowTTL: e2eAllowTTL, DenyTTL: 200 * time.Millisecond, Logger: log,
 		}); err != nil {
 			t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 
 	"kubegate/internal/controlplane"
 	"kubegate/internal/informer"
+	"kubegate/internal/namespaces"
 	"kubegate/internal/testenv"
 )
 
@@ -259,7 +260,7 @@ func TestIntegrationRBAC(t *testing.T) {
 	nsA, nsB := env.Namespace(t), env.Namespace(t)
 	grantPodReader(t, nsA, "alice")
 	a, err := NewSubjectAccessReview(SubjectAccessReviewOptions{
-		Client: env.Client, Namespaces: InformerNamespaces(startManager(t)),
+		Client: env.Client, Namespaces: namespaces.FromInformer(startManager(t)),
 		AllowTTL: -1, DenyTTL: -1, // see RBAC changes at once; caching has unit tests
 		Logger: zaptest.NewLogger(t),
 	})
@@ -332,7 +333,7 @@ func TestIntegrationRevocation(t *testing.T) {
 	rb := grantPodReader(t, ns, "bob")
 	const allowTTL = 2 * time.Second
 	a, err := NewSubjectAccessReview(SubjectAccessReviewOptions{
-		Client: env.Client, Namespaces: InformerNamespaces(startManager(t)),
+		Client: env.Client, Namespaces: namespaces.FromInformer(startManager(t)),
 		AllowTTL: allowTTL, DenyTTL: 200 * time.Millisecond,
 	})
 	if err != nil {

@@ -95,8 +95,8 @@ type SubjectAccessReviewOptions struct {
 type SubjectAccessReview struct {
 	opts    SubjectAccessReviewOptions
 	log     *zap.Logger
-	allowed *ttlCache[bool]
-	scans   *ttlCache[[]string] // namespaces allowed at the last scan
+	allowed *expiringCache[bool]
+	scans   *expiringCache[[]string] // namespaces allowed at the last scan
 	flight  singleflight.Group
 }
 
@@ -132,8 +132,8 @@ func NewSubjectAccessReview(opts SubjectAccessReviewOptions) (*SubjectAccessRevi
 	return &SubjectAccessReview{
 		opts:    opts,
 		log:     opts.Logger,
-		allowed: newTTLCache[bool](opts.clock, opts.MaxEntries),
-		scans:   newTTLCache[[]string](opts.clock, opts.MaxEntries),
+		allowed: newExpiringCache[bool](opts.clock, opts.MaxEntries),
+		scans:   newExpiringCache[[]string](opts.clock, opts.MaxEntries),
 	}, nil
 }
 

@@ -61,7 +61,7 @@ type TokenReviewOptions struct {
 type TokenReview struct {
 	opts   TokenReviewOptions
 	log    *zap.Logger
-	cache  *ttlCache[*User] // nil value: token rejected
+	cache  *expiringCache[*User] // nil value: token rejected
 	flight singleflight.Group
 }
 
@@ -88,7 +88,7 @@ func NewTokenReview(opts TokenReviewOptions) (*TokenReview, error) {
 	if opts.clock == nil {
 		opts.clock = clock.RealClock{}
 	}
-	return &TokenReview{opts: opts, log: opts.Logger, cache: newTTLCache[*User](opts.clock, opts.MaxEntries)}, nil
+	return &TokenReview{opts: opts, log: opts.Logger, cache: newExpiringCache[*User](opts.clock, opts.MaxEntries)}, nil
 }
 
 // AuthenticateToken implements TokenAuthenticator.

@@ -174,10 +174,12 @@ func TestTokenCacheKeyIsAHash(t *testing.T) {
 	s.tokens["secret-token-value"] = authenticationv1.UserInfo{Username: "alice"}
 	a := newTestTokenReview(t, s, TokenReviewOptions{})
 	_, _ = a.AuthenticateToken(context.Background(), "secret-token-value")
-	a.cache.mu.Lock()
-	defer a.cache.mu.Unlock()
-	for k := range a.cache.entries {
-		if k == "secret-token-value" || len(k) != 32 {
+	keys := a.cache.lru.Keys()
+	if len(keys) != 1 {
+		t.Fatalf("%d cache entries, want 1", len(keys))
+	}
+	for _, k := range keys {
+		if k == "secret-token-value" || len(k.(string)) != 32 {
 			t.Fatalf("cache key %q is not a SHA-256", k)
 		}
 	}

@@ -1,10 +1,8 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -124,20 +122,4 @@ func Update(ctx context.Context, c kubernetes.Interface, pods []PodKey, plan Upd
 		firstErr = ctx.Err()
 	}
 	return writes, elapsed, firstErr
-}
-
-// objectRV finds metadata.resourceVersion in an object's JSON as the
-// apiserver writes it (metadata first, resourceVersion its first key of
-// that name).
-func objectRV(raw []byte) (uint64, error) {
-	i := bytes.Index(raw, rvKey)
-	if i < 0 {
-		return 0, fmt.Errorf("no resourceVersion in response")
-	}
-	rest := raw[i+len(rvKey):]
-	j := bytes.IndexByte(rest, '"')
-	if j < 0 {
-		return 0, fmt.Errorf("bad resourceVersion in response")
-	}
-	return strconv.ParseUint(string(rest[:j]), 10, 64)
 }

@@ -591,6 +591,16 @@ func (cp *ControlPlane) DataDir() string { return cp.dataDir }
 // AssetsDir is the directory the binaries were taken from.
 func (cp *ControlPlane) AssetsDir() string { return cp.assetsDir }
 
+// Binary returns the path of a binary in AssetsDir, such as KubectlBinary
+// for tests that run kubectl against the control plane. When it is not
+// there, the error wraps ErrMissingBinary and says how to build it.
+func (cp *ControlPlane) Binary(name string) (string, error) {
+	if err := checkBinary(cp.assetsDir, name); err != nil {
+		return "", err
+	}
+	return filepath.Join(cp.assetsDir, name), nil
+}
+
 // CAData is the PEM certificate of the CA that signed kube-apiserver's
 // serving certificate.
 func (cp *ControlPlane) CAData() []byte { return slices.Clone(cp.caPEM) }

@@ -3,10 +3,13 @@ package httpapi
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
 
+	"github.com/go-json-experiment/json/jsontext"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kubegate/internal/apistatus"
@@ -31,24 +34,34 @@ type representation struct {
 // is a Table for every verb; as=PartialObjectMetadataList is served for
 // lists, as=PartialObjectMetadata for gets and watches. Entries of other
 // media types (protobuf, CBOR, YAML) are read for their as= only: the
-// answer is always JSON. When every entry asks for a form the gateway
-// does not serve for this verb, the answer is 406 NotAcceptable; a header
-// with no entry at all (or only unparsable ones) gets the objects.
+// answer is always JSON. Entries are parsed by mime.ParseMediaType. One
+// that cannot be parsed but asks for a form (as=) is a form the gateway
+// cannot serve, since it cannot tell which: it does not answer with
+// another in its place. When every entry asks for a form the gateway
+// does not serve for this verb, the answer is 406 NotAcceptable naming
+// them; a header with no entry at all (or only unparsable ones that ask
+// for no form) gets the objects.
 func parseAccept(r *http.Request, verb string) (representation, error) {
 	accept := r.Header.Get("Accept")
 	if !strings.Contains(accept, "as=") {
 		return representation{}, nil
 	}
 	var unserved []string
-	for _, part := range strings.Split(accept, ",") {
-		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil {
-			continue
-		}
+	for part := range strings.SplitSeq(accept, ",") {
+		part = strings.TrimSpace(part)
+		// With a malformed parameter, ParseMediaType still returns
+		// the media type.
+		mt, params, err := mime.ParseMediaType(part)
 		switch mt {
 		case "application/json", "application/vnd.kubernetes.protobuf", "application/cbor", "application/yaml",
-			"*/*", "application/*":
+			"*/*", "application/*", "":
 		default:
+			continue
+		}
+		if err != nil {
+			if strings.Contains(part, "as=") {
+				unserved = append(unserved, part+" (malformed: "+err.Error()+")")
+			}
 			continue
 		}
 		as, v := params["as"], params["v"]
@@ -64,7 +77,7 @@ func parseAccept(r *http.Request, verb string) (representation, error) {
 			as == "PartialObjectMetadata" && metaVersion && verb != "list":
 			return representation{metadata: v}, nil
 		}
-		unserved = append(unserved, strings.TrimSpace(part))
+		unserved = append(unserved, part)
 	}
 	if len(unserved) == 0 {
 		return representation{}, nil
@@ -97,122 +110,66 @@ var errNoMetadata = errors.New("object has no metadata object")
 // errMalformed is returned for input that is not a JSON object.
 var errMalformed = errors.New("malformed JSON object")
 
+// metadataReader reads stored JSON with a jsontext.Decoder. A bytes.Buffer
+// lets the decoder parse the object in place; readers are pooled because
+// a decoder is too large to build per object of a list.
+type metadataReader struct {
+	in  bytes.Buffer
+	dec jsontext.Decoder
+}
+
+var metadataReaders = sync.Pool{New: func() any { return new(metadataReader) }}
+
 // rawMetadata returns the "metadata" value of an object's stored JSON, as
-// a slice of raw (not a copy). It walks the top-level keys and skips their
-// values without decoding them, stopping at metadata (which encoders
-// write right after apiVersion and kind), so spec and status are not
-// scanned. raw is JSON the gateway encoded itself; the walk still checks
-// bounds at every step, so malformed input is an error, never a panic.
+// a slice of raw (not a copy). It reads the top-level members as JSON
+// tokens and skips their values without decoding them, stopping at
+// metadata (which encoders write right after apiVersion and kind), so
+// spec and status are not read. raw is JSON the gateway validated when it
+// stored it, so the checks that cost a pass of their own (duplicate
+// names, UTF-8) are off; malformed input is still an error, never a panic.
 func rawMetadata(raw []byte) ([]byte, error) {
-	i := skipSpace(raw, 0)
-	if i >= len(raw) || raw[i] != '{' {
+	r := metadataReaders.Get().(*metadataReader)
+	defer func() {
+		r.in = bytes.Buffer{}
+		r.dec.Reset(&r.in) // drop the reference to raw
+		metadataReaders.Put(r)
+	}()
+	r.in = *bytes.NewBuffer(raw)
+	r.dec.Reset(&r.in, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	m, err := r.metadata()
+	if err != nil {
+		return nil, err
+	}
+	// The decoder's offsets slice raw itself, whatever it buffers.
+	end := r.dec.InputOffset()
+	return raw[end-int64(len(m)) : end], nil
+}
+
+func (r *metadataReader) metadata() (jsontext.Value, error) {
+	dec := &r.dec
+	if dec.PeekKind() != '{' {
 		return nil, errMalformed
 	}
-	i = skipSpace(raw, i+1)
-	if i < len(raw) && raw[i] == '}' {
-		return nil, errNoMetadata
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, fmt.Errorf("%w: %w", errMalformed, err)
 	}
-	for {
-		if i >= len(raw) || raw[i] != '"' {
-			return nil, errMalformed
-		}
-		kEnd, err := skipString(raw, i)
+	for dec.PeekKind() != '}' {
+		name, err := dec.ReadValue()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: %w", errMalformed, err)
 		}
-		key := raw[i+1 : kEnd-1]
-		i = skipSpace(raw, kEnd)
-		if i >= len(raw) || raw[i] != ':' {
-			return nil, errMalformed
-		}
-		i = skipSpace(raw, i+1)
-		vEnd, err := skipValue(raw, i)
+		v, err := dec.ReadValue()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: %w", errMalformed, err)
 		}
-		if string(key) == "metadata" {
-			if raw[i] != '{' {
+		if string(name) == `"metadata"` {
+			if v.Kind() != '{' {
 				return nil, errNoMetadata
 			}
-			return raw[i:vEnd], nil
-		}
-		i = skipSpace(raw, vEnd)
-		switch {
-		case i < len(raw) && raw[i] == ',':
-			i = skipSpace(raw, i+1)
-		case i < len(raw) && raw[i] == '}':
-			return nil, errNoMetadata
-		default:
-			return nil, errMalformed
+			return v, nil
 		}
 	}
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index after the string that starts at b[i].
-func skipString(b []byte, i int) (int, error) {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1, nil
-		}
-	}
-	return 0, errMalformed
-}
-
-// skipValue returns the index after the JSON value that starts at b[i].
-func skipValue(b []byte, i int) (int, error) {
-	if i >= len(b) {
-		return 0, errMalformed
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		// The closers expected, innermost last: a '}' closing a '[' (or
-		// the reverse) is malformed, not the end of the value.
-		var stack [32]byte // deeper nesting grows onto the heap
-		closers := stack[:0]
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				end, err := skipString(b, j)
-				if err != nil {
-					return 0, err
-				}
-				j = end - 1
-			case '{':
-				closers = append(closers, '}')
-			case '[':
-				closers = append(closers, ']')
-			case '}', ']':
-				if b[j] != closers[len(closers)-1] {
-					return 0, errMalformed
-				}
-				closers = closers[:len(closers)-1]
-				if len(closers) == 0 {
-					return j + 1, nil
-				}
-			}
-		}
-		return 0, errMalformed
-	}
-	j := i // a number, true, false or null
-	for j < len(b) && !strings.ContainsRune(",}] \t\r\n", rune(b[j])) {
-		j++
-	}
-	if j == i {
-		return 0, errMalformed
-	}
-	return j, nil
+	return nil, errNoMetadata
 }
 
 // appendPartialMetadata writes o as a PartialObjectMetadata of the given

@@ -189,12 +189,8 @@ func isMethodNotAllowed(err error) bool {
 
 // TestKubectl runs the real kubectl against the gateway.
 func TestKubectl(t *testing.T) {
-	home, _ := os.UserHomeDir()
-	kubectl := filepath.Join(home, ".cache/kubegate/k8s-v1.37.2/kubectl")
-	if _, err := os.Stat(kubectl); err != nil {
-		t.Skipf("kubectl not built: %v", err)
-	}
 	env := testenv.Get(t)
+	kubectl := env.Kubectl(t)
 	ns := env.Namespace(t)
 	createPod(t, env.Client, ns, "web-1", map[string]string{"app": "web"})
 	createPod(t, env.Client, ns, "db-1", map[string]string{"app": "db"})
@@ -300,12 +296,8 @@ func ensureGadgetCRD(t *testing.T, env *testenv.Env) {
 // TestKubectlCustomResourcesAndWatch checks `kubectl get <crd-plural>`
 // (printer columns) and `kubectl get -w`.
 func TestKubectlCustomResourcesAndWatch(t *testing.T) {
-	home, _ := os.UserHomeDir()
-	kubectl := filepath.Join(home, ".cache/kubegate/k8s-v1.37.2/kubectl")
-	if _, err := os.Stat(kubectl); err != nil {
-		t.Skipf("kubectl not built: %v", err)
-	}
 	env := testenv.Get(t)
+	kubectl := env.Kubectl(t)
 	ns := env.Namespace(t)
 	ensureGadgetCRD(t, env)
 	g := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "rest.kubegate.test/v1", "kind": "Gadget",
@@ -388,12 +380,8 @@ func TestKubectlCustomResourcesAndWatch(t *testing.T) {
 // directly: the headers must be the same, and so must every cell but the
 // ages (the two compute those a moment apart).
 func TestKubectlTablesMatchAPIServer(t *testing.T) {
-	home, _ := os.UserHomeDir()
-	kubectl := filepath.Join(home, ".cache/kubegate/k8s-v1.37.2/kubectl")
-	if _, err := os.Stat(kubectl); err != nil {
-		t.Skipf("kubectl not built: %v", err)
-	}
 	env := testenv.Get(t)
+	kubectl := env.Kubectl(t)
 	ns := env.Namespace(t)
 	ctx := t.Context()
 	createPod(t, env.Client, ns, "web-1", map[string]string{"app": "web"})

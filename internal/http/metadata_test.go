@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,6 +94,15 @@ func TestMetadataOnly(t *testing.T) {
 		r = do(t, "GET", gw+"/api/v1/namespaces/"+ns+"/configmaps/m-1", "Accept", accept)
 		if st := r.status(t); r.code != http.StatusNotAcceptable || st.Reason != metav1.StatusReasonNotAcceptable {
 			t.Errorf("list form for a get: %d %s", r.code, r.body)
+		}
+		// A form asked for in a malformed entry is not answered with
+		// the objects, on lists and watches too.
+		for _, path := range []string{"/configmaps/m-1", "/configmaps", "/configmaps?watch=true"} {
+			r = do(t, "GET", gw+"/api/v1/namespaces/"+ns+path, "Accept", "application/json;as=Table;v=v1;g=meta.k8s.io;;")
+			if st := r.status(t); r.code != http.StatusNotAcceptable || st.Reason != metav1.StatusReasonNotAcceptable ||
+				st.APIVersion != "v1" || st.Status != metav1.StatusFailure || !strings.Contains(st.Message, "malformed") {
+				t.Errorf("malformed Accept on %s: %d %s", path, r.code, r.body)
+			}
 		}
 	})
 

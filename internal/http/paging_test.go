@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -173,6 +174,17 @@ func TestParseAccept(t *testing.T) {
 		{"list", "application/json;as=Table;v=v9;g=meta.k8s.io", "", representation{}, http.StatusNotAcceptable},
 		{"list", "application/json;as=Thing;v=v1;g=meta.k8s.io, " + metaL, "", representation{metadata: "v1"}, 0},
 		{"list", "text/html;as=Table", "", representation{}, 0},
+		{"list", table + ";", "", tableV1, 0},
+		// An entry asking for a form that cannot be parsed is not served
+		// as something else: 406, unless another entry is served.
+		{"list", table + ";;", "", representation{}, http.StatusNotAcceptable},
+		{"list", table + ";v=v2", "", representation{}, http.StatusNotAcceptable},
+		{"list", "as=Table;g=meta.k8s.io;v=v1", "", representation{}, http.StatusNotAcceptable},
+		{"get", metaO + ";x", "", representation{}, http.StatusNotAcceptable},
+		{"list", table + ";;," + table, "", tableV1, 0},
+		{"list", table + ";;,application/json", "", representation{}, 0},
+		{"list", "text/html;as=Table;;", "", representation{}, 0},
+		{"list", "application/json;x=\"unterminated, " + table, "", tableV1, 0},
 	} {
 		r := httptest.NewRequest("GET", "/api/v1/pods?"+c.query, nil)
 		r.Header.Set("Accept", c.accept)
@@ -191,25 +203,48 @@ func TestParseAccept(t *testing.T) {
 	}
 }
 
+// TestParseAcceptMalformed checks what a client asking for a form in a
+// malformed Accept header reads: a complete 406 Status naming the entry
+// and what is wrong with it.
+func TestParseAcceptMalformed(t *testing.T) {
+	r := httptest.NewRequest("GET", "/api/v1/pods", nil)
+	r.Header.Set("Accept", "application/json;as=Table;g=meta.k8s.io;v=v1;v=v1beta1")
+	_, err := parseAccept(r, "list")
+	st := apistatus.FromError(err)
+	if st == nil || st.Kind != "Status" || st.APIVersion != "v1" || st.Status != metav1.StatusFailure ||
+		st.Code != http.StatusNotAcceptable || st.Reason != metav1.StatusReasonNotAcceptable {
+		t.Fatalf("status %+v, want a complete 406 NotAcceptable", st)
+	}
+	const want = "(application/json;as=Table;g=meta.k8s.io;v=v1;v=v1beta1 (malformed: mime: duplicate parameter name))"
+	if !strings.Contains(st.Message, want) {
+		t.Fatalf("message %q does not contain %q", st.Message, want)
+	}
+}
+
 func TestRawMetadata(t *testing.T) {
-	for raw, want := range map[string]string{
-		`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","labels":{"x":"y"}},"spec":{"x":[1,2]}}`: `{"name":"a","labels":{"x":"y"}}`,
-		`{"spec":{"metadata":{"name":"inner"}},"metadata":{"name":"outer"}}`:                             `{"name":"outer"}`,
-		` { "metadata" : {"name":"b"} }`: `{"name":"b"}`,
-		`{"kind":"Pod"}`:                 "",
-		`[]`:                             "",
-		`{"metadata":`:                   "",
-		`{"metadata":"x"}`:               "",
-		`{"a":"}\"{","b":[{"c":1},true,null,-1.5e3],"metadata":{"s":"\\"}}`: `{"s":"\\"}`,
-		`{"a":1 "metadata":{}}`: "",
-		`{"a":`:                 "",
-		`{"a":[}`:               "",
-		`{}`:                    "",
-		``:                      "",
+	for _, tc := range []struct {
+		raw, want string
+		err       error
+	}{
+		{raw: `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","labels":{"x":"y"}},"spec":{"x":[1,2]}}`, want: `{"name":"a","labels":{"x":"y"}}`},
+		{raw: `{"spec":{"metadata":{"name":"inner"}},"metadata":{"name":"outer"}}`, want: `{"name":"outer"}`},
+		{raw: ` { "metadata" : {"name":"b"} }`, want: `{"name":"b"}`},
+		{raw: `{"a":"}\"{","b":[{"c":1},true,null,-1.5e3],"metadata":{"s":"\\"}}`, want: `{"s":"\\"}`},
+		{raw: `{"kind":"Pod"}`, err: errNoMetadata},
+		{raw: `{"metadata":"x"}`, err: errNoMetadata},
+		{raw: `{}`, err: errNoMetadata},
+		{raw: `[]`, err: errMalformed},
+		{raw: `{"metadata":`, err: errMalformed},
+		{raw: `{"a":1 "metadata":{}}`, err: errMalformed},
+		{raw: `{"a":`, err: errMalformed},
+		{raw: `{"a":[}`, err: errMalformed},
+		{raw: `{"a":[1},"metadata":{}}`, err: errMalformed},
+		{raw: `{"metadata":{"a":]}}`, err: errMalformed},
+		{raw: ``, err: errMalformed},
 	} {
-		got, err := rawMetadata([]byte(raw))
-		if string(got) != want || (want == "") != (err != nil) {
-			t.Errorf("%s: got %s, %v; want %s", raw, got, err, want)
+		got, err := rawMetadata([]byte(tc.raw))
+		if string(got) != tc.want || !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
+			t.Errorf("%s: got %s, %v; want %s, %v", tc.raw, got, err, tc.want, tc.err)
 		}
 	}
 }

@@ -44,16 +44,6 @@ func (f *Filter) Matches(o *Object) bool {
 	return true
 }
 
-// InvalidFilterError reports a selector that cannot be parsed or names a
-// field the resource does not support.
-type InvalidFilterError struct {
-	Param string // "labelSelector" or "fieldSelector"
-	Err   error
-}
-
-func (e *InvalidFilterError) Error() string { return fmt.Sprintf("invalid %s: %v", e.Param, e.Err) }
-func (e *InvalidFilterError) Unwrap() error { return e.Err }
-
 // maxSelectorLen bounds selector strings from clients; the apiserver has no
 // such limit, but nothing legitimate comes close.
 const maxSelectorLen = 4096

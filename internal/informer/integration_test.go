@@ -211,10 +211,8 @@ func TestListenersSeeExactOrderedChanges(t *testing.T) {
 	if !slices.Contains(changesOf(got, "pre"), "ADDED") {
 		t.Fatalf("snapshot lacks the pre-existing object: %v", seen(got))
 	}
-	for i := 1; i < len(got); i++ {
-		if got[i].Type != EndOfSnapshot && got[i-1].Type != EndOfSnapshot && got[i].RV != 0 && got[i-1].RV > got[i].RV && got[i-1].Type != Added {
-			t.Fatalf("changes out of order at %d: %v", i, seen(got))
-		}
+	if err := checkOrder(got, true); err != nil {
+		t.Fatalf("namespace listener: %v: %v", err, seen(got))
 	}
 	// The label filter sees x until its label moves away, which it learns
 	// as a delete (as from the apiserver's watch); it is not told about the
@@ -223,6 +221,9 @@ func TestListenersSeeExactOrderedChanges(t *testing.T) {
 	if diff := cmp.Diff([]string{"ADDED", "MODIFIED", "MODIFIED", "MODIFIED", "DELETED"}, changesOf(gotWeb, "x")); diff != "" {
 		t.Fatalf("label listener (-want +got):\n%s", diff)
 	}
+	if err := checkOrder(gotWeb, true); err != nil {
+		t.Fatalf("label listener: %v: %v", err, seen(gotWeb))
+	}
 	gotNamed := named.until(t, "x in the other namespace", func(ns []Notification) bool {
 		return slices.ContainsFunc(ns, func(n Notification) bool { return n.Object != nil && n.Object.Namespace == other })
 	})
@@ -230,6 +231,9 @@ func TestListenersSeeExactOrderedChanges(t *testing.T) {
 		if n.Object.Name != "x" {
 			t.Fatalf("field-selector listener got %s", n.Object.Key())
 		}
+	}
+	if err := checkOrder(gotNamed, false); err != nil {
+		t.Fatalf("field-selector listener: %v: %v", err, seen(gotNamed))
 	}
 }
 

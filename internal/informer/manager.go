@@ -244,9 +244,6 @@ func (m *Manager) Resource(ctx context.Context, name string) (*Resource, error) 
 	return m.ResourceFor(ctx, info)
 }
 
-// ErrStopped is returned once the manager has shut down.
-var ErrStopped = errors.New("informer manager stopped")
-
 // ResourceFor returns the Resource for a resolved resource, starting its
 // informer if needed. Before starting it checks that the gateway may list
 // and watch it, so a forbidden resource fails at once instead of never
@@ -333,18 +330,6 @@ func selfCanList(cs kubernetes.Interface) func(context.Context, schema.GroupVers
 		}
 		return nil
 	}
-}
-
-// GatewayForbiddenError reports that the gateway's own identity may not
-// read a resource, so it cannot serve it to anyone.
-type GatewayForbiddenError struct {
-	GVR    schema.GroupVersionResource
-	Verb   string
-	Reason string
-}
-
-func (e *GatewayForbiddenError) Error() string {
-	return fmt.Sprintf("the gateway's service account may not %s %s cluster-wide; grant it in the gateway's ClusterRole", e.Verb, e.GVR.GroupResource())
 }
 
 func (m *Manager) started() []*Resource {

@@ -1,7 +1,6 @@
 package informer
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -13,11 +12,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 )
-
-// ErrExpired is returned by AddListener when the requested resume version
-// is older than the resource's history. Like the apiserver's 410 Gone, the
-// caller should start over with a snapshot.
-var ErrExpired = errors.New("resourceVersion is too old")
 
 // processor is the cache and fan-out stage of one resource. It consumes
 // the deltas client-go's reflector queues (see upstream.go), applies each

@@ -33,23 +33,6 @@ type ResourceInfo struct {
 // resource. The returned slice must not be modified.
 func (i *ResourceInfo) SelectableFields() []string { return i.selectableFields }
 
-// UnknownResourceError reports a name that matches no served resource.
-type UnknownResourceError struct {
-	Name string
-	Err  error
-}
-
-func (e *UnknownResourceError) Error() string {
-	return fmt.Sprintf("the server doesn't have a resource type %q", e.Name)
-}
-func (e *UnknownResourceError) Unwrap() error { return e.Err }
-
-// ErrNotWatchable is wrapped by errors for resources without list and watch.
-var ErrNotWatchable = errors.New("resource does not support list and watch")
-
-// ErrInvalidResourceVersion is wrapped by errors for malformed versions.
-var ErrInvalidResourceVersion = errors.New("invalid resourceVersion")
-
 // resolver turns the names users type into resources, the way kubectl
 // does: plural, singular, short name, kind, "resource.group" and
 // "resource.version.group", using discovery through a cached RESTMapper.

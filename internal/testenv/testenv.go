@@ -8,8 +8,8 @@
 // test binary, runs the tests, stops it and then checks for leaked
 // goroutines the way goleak.VerifyTestMain does. Tests reach it with Get
 // and isolate themselves in a namespace of their own with Env.Namespace.
-// Missing binaries fail the run with instructions; tests are never skipped
-// silently.
+// Missing binaries fail the run with instructions (Env.Kubectl fails the
+// test that needs kubectl); tests are never skipped silently.
 package testenv
 
 import (
@@ -141,6 +141,23 @@ func Get(t testing.TB) *Env {
 		t.Fatal("testenv.Get: this package's TestMain must call testenv.Main")
 	}
 	return env
+}
+
+// Kubectl returns the kubectl binary from the directory the control
+// plane's binaries came from ($KUBEGATE_ASSETS, see
+// controlplane.ResolveAssetsDir), where "make bins" builds it. Like a
+// missing etcd or kube-apiserver, a missing kubectl fails the test with
+// instructions; only under -short is the test skipped instead.
+func (e *Env) Kubectl(t testing.TB) string {
+	t.Helper()
+	bin, err := e.CP.Binary(controlplane.KubectlBinary)
+	if err != nil {
+		if testing.Short() {
+			t.Skipf("-short: %v", err)
+		}
+		t.Fatal(err)
+	}
+	return bin
 }
 
 var unsafeNameChars = regexp.MustCompile(`[^a-z0-9]+`)

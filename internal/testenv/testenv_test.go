@@ -1,6 +1,9 @@
 package testenv_test
 
 import (
+	"errors"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,6 +21,21 @@ func TestMain(m *testing.M) {
 	testenv.Main(m, testenv.Options{
 		Users: []controlplane.User{{Name: "viewer", Groups: []string{"viewers"}}},
 	})
+}
+
+func TestKubectl(t *testing.T) {
+	env := testenv.Get(t)
+	bin := env.Kubectl(t)
+	if filepath.Dir(bin) != env.CP.AssetsDir() {
+		t.Errorf("kubectl %s is not from the assets directory %s", bin, env.CP.AssetsDir())
+	}
+	if out, err := exec.Command(bin, "version", "--client").CombinedOutput(); err != nil {
+		t.Fatalf("kubectl version --client: %v\n%s", err, out)
+	}
+	_, err := env.CP.Binary("no-such-binary")
+	if !errors.Is(err, controlplane.ErrMissingBinary) || !strings.Contains(err.Error(), "make bins") {
+		t.Fatalf("missing binary: err = %v, want ErrMissingBinary with instructions", err)
+	}
 }
 
 func TestNamespace(t *testing.T) {

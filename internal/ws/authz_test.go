@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"kubegate/internal/auth"
+	"kubegate/internal/namespaces"
 	"kubegate/internal/testenv"
 )
 
@@ -154,7 +155,7 @@ func TestRBACThroughSubjectAccessReview(t *testing.T) {
 
 	m := startManager(t, env.Config, nil)
 	sar, err := auth.NewSubjectAccessReview(auth.SubjectAccessReviewOptions{
-		Client: env.Client, Namespaces: auth.InformerNamespaces(m),
+		Client: env.Client, Namespaces: namespaces.FromInformer(m),
 		AllowTTL: -1, DenyTTL: -1, ScanTTL: -1, // every re-check asks the apiserver
 	})
 	if err != nil {
