@@ -1,0 +1,236 @@
+// writer.go holds the socket's writer: signal, the writer goroutine and
+// the packing of frames into messages.
+
+package ws
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"kubegate/internal/informer"
+)
+
+// Writer states (socket.writer). signal moves idle to running (starting
+// a writer) and running to rerun; the writer sets running before each
+// flush and moves running back to idle when it exits, so a signal is
+// never lost: either the running writer flushes again, or a new one
+// starts.
+const (
+	writerIdle    int32 = iota // no writer goroutine
+	writerRunning              // a writer is flushing
+	writerRerun                // signalled since the writer started its flush
+)
+
+// scratch is the writer's working memory for one flush. It is pooled
+// across sockets, so an idle socket holds none of it (a snapshot can grow
+// it to hundreds of KiB).
+type scratch struct {
+	batch  batch
+	notes  []informer.Notification
+	active []*subscription
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// Larger scratch buffers (a huge object or snapshot passed) are left to
+// the garbage collector rather than pooled.
+const (
+	maxPooledBatch = 1 << 20
+	maxPooledNotes = 1 << 14
+)
+
+// release drops the references a flush left and returns sc to the pool.
+func (sc *scratch) release() {
+	clear(sc.notes) // each pop's notes are cleared after use; these are the last
+	clear(sc.active)
+	sc.notes, sc.active = sc.notes[:0], sc.active[:0]
+	if cap(sc.batch.buf) > maxPooledBatch {
+		sc.batch.buf = nil
+	}
+	if cap(sc.notes) > maxPooledNotes {
+		sc.notes = nil
+	}
+	scratchPool.Put(sc)
+}
+
+// signal makes sure the writer flushes after this call: it starts one,
+// or tells the running one to flush again. It never blocks: listeners
+// call it (OnWake) with their resource's lock held. Callers must not hold
+// s.mu.
+func (s *socket) signal() {
+	for {
+		switch s.writer.Load() {
+		case writerIdle:
+			if s.writer.CompareAndSwap(writerIdle, writerRunning) {
+				// If the socket has ended, no writer starts and the state
+				// stays running: nothing is written any more.
+				s.startWorker(s.write)
+				return
+			}
+		case writerRunning:
+			if s.writer.CompareAndSwap(writerRunning, writerRerun) {
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
+// enqueueLocked queues a control frame. Caller must hold s.mu.
+func (s *socket) enqueueLocked(frame []byte) {
+	s.ctl = append(s.ctl, frame)
+}
+
+func (s *socket) enqueue(frame []byte) {
+	s.mu.Lock()
+	s.enqueueLocked(frame)
+	s.mu.Unlock()
+	s.signal()
+}
+
+// write is the writer goroutine: it flushes until a flush ends without a
+// signal having arrived since it began, then exits. When it ends the
+// socket (shutdown, a failed write, a slow consumer) it leaves the state
+// at running, so no writer starts again.
+func (s *socket) write() {
+	for {
+		s.writer.Store(writerRunning) // what was signalled so far, this flush takes
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.srv.shutdown:
+			s.goAway()
+			return
+		default:
+		}
+		if err := s.flush(); err != nil {
+			s.cancel()
+			_ = s.conn.CloseNow() // ends the reader, which frees the socket
+			return
+		}
+		if s.writer.CompareAndSwap(writerRunning, writerIdle) {
+			if s.pingDue.CompareAndSwap(true, false) {
+				s.startWorker(s.keepalive)
+			}
+			return
+		}
+	}
+}
+
+func (s *socket) goAway() {
+	s.closeReason.CompareAndSwap(nil, ptr(closeShutdown))
+	s.close(websocket.StatusGoingAway, "server shutting down")
+}
+
+// flush writes the queued control frames, then everything each
+// subscription's listener holds, packed into batches.
+func (s *socket) flush() error {
+	s.sc = scratchPool.Get().(*scratch)
+	defer func() {
+		s.sc.release()
+		s.sc = nil
+	}()
+	s.mu.Lock()
+	ctl := s.ctl
+	s.ctl = nil
+	s.sc.active = s.sc.active[:0]
+	for _, sub := range s.subs {
+		if sub.l != nil {
+			s.sc.active = append(s.sc.active, sub)
+		}
+	}
+	s.mu.Unlock()
+
+	s.sc.batch.reset()
+	for _, f := range ctl {
+		if err := s.add(f); err != nil {
+			return err
+		}
+	}
+	overflowed, popped := false, 0
+	for _, sub := range s.sc.active {
+		s.sc.notes = sub.l.Pop(s.sc.notes[:0])
+		popped += len(s.sc.notes)
+		for i := range s.sc.notes {
+			n := &s.sc.notes[i]
+			if n.Type == informer.Reset {
+				overflowed = true
+				s.srv.metrics.resets.WithLabelValues(resetOverflow).Inc()
+			}
+			s.sc.batch.begin()
+			s.sc.batch.buf = appendEvent(s.sc.batch.buf, sub.qid, n)
+			if err := s.maybeWrite(); err != nil {
+				return err
+			}
+		}
+		clear(s.sc.notes) // drop object references before the next pop
+	}
+	if err := s.writeBatch(); err != nil {
+		return err
+	}
+	if !overflowed {
+		if popped > 0 {
+			s.resetStreak = 0 // delivered changes without overflowing: caught up
+		}
+		return nil
+	}
+	if s.resetStreak++; s.resetStreak >= s.opts.MaxSlowResets {
+		s.closeReason.CompareAndSwap(nil, ptr(closeSlowConsumer))
+		s.log(zapcore.InfoLevel, "closing slow consumer", zap.Int("resets", s.resetStreak))
+		s.close(4001, "slow consumer: fell behind "+strconv.Itoa(s.resetStreak)+" times in a row")
+		return errors.New("slow consumer")
+	}
+	return nil
+}
+
+func (s *socket) add(frame []byte) error {
+	s.sc.batch.add(frame)
+	return s.maybeWrite()
+}
+
+// maybeWrite writes the batch once it has reached MaxBatchBytes.
+func (s *socket) maybeWrite() error {
+	if s.sc.batch.size() < s.opts.MaxBatchBytes {
+		return nil
+	}
+	return s.writeBatch()
+}
+
+func (s *socket) writeBatch() error {
+	if s.sc.batch.count == 0 {
+		return nil
+	}
+	msg := s.sc.batch.message()
+	start := s.opts.clock.Now()
+	// The deadline is the connection's rather than a context's:
+	// websocket.Conn keeps the context of its last write, which would
+	// keep a timer context alive per idle socket. Without a deadline in
+	// the context the write is still interrupted by CloseNow, which
+	// whoever ends the socket calls.
+	_ = s.nc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+	err := s.conn.Write(context.Background(), websocket.MessageText, msg)
+	_ = s.nc.SetWriteDeadline(time.Time{}) // control frames have their own bounds
+	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) || s.opts.clock.Since(start) >= s.opts.WriteTimeout {
+			s.closeReason.CompareAndSwap(nil, ptr(closeWriteTimeout))
+			s.log(zapcore.InfoLevel, "write timed out; dropping connection", zap.Duration("timeout", s.opts.WriteTimeout))
+		}
+		s.fail(closePeer)
+		return err
+	}
+	m := s.srv.metrics
+	m.frames.Inc()
+	m.events.Add(float64(s.sc.batch.count))
+	m.bytes.Add(float64(len(msg)))
+	s.sc.batch.reset()
+	return nil
+}
