@@ -380,7 +380,8 @@ func TestClientThatKeepsFallingBehindIsClosed(t *testing.T) {
 			sock.mu.Lock()
 			defer sock.mu.Unlock()
 			if sub := sock.subs["s"]; sub != nil {
-				return sub.l
+				l, _ := sub.l.(*informer.Listener) // nil while pending
+				return l
 			}
 		}
 		return nil

@@ -32,11 +32,19 @@ type subscription struct {
 	res      *informer.Resource
 	filter   informer.Filter // as requested, before authorization narrows it
 	decision auth.Decision
-	recheck  *auth.Recheck      // set when active; used by the re-check worker only
-	l        *informer.Listener // nil while pending
+	recheck  *auth.Recheck // set when active; used by the re-check worker only
+	l        listener      // nil while pending
 	// cancel ends a pending subscribe; nil once active. Guarded by
 	// socket.mu.
 	cancel context.CancelFunc
+}
+
+// listener is what a socket uses of its subscription's
+// *informer.Listener: the writer pops it and the socket stops it. Tests
+// put a fake in its place to feed a socket without an apiserver.
+type listener interface {
+	Pop(buf []informer.Notification) []informer.Notification
+	Stop()
 }
 
 func (s *socket) sendError(e *requestError) {
