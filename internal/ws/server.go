@@ -74,8 +74,10 @@ type Options struct {
 	// SyncTimeout bounds how long a subscribe waits for a resource's cache
 	// to fill on first use before answering 503. Default 60s.
 	SyncTimeout time.Duration
-	// MaxBatchBytes is the size at which a batch frame stops growing.
-	// Default 256 KiB.
+	// MaxBatchBytes bounds a batch message: frames are packed into it
+	// while it stays within the bound, and a frame that would take it
+	// over starts the next message, so a frame of MaxBatchBytes or more
+	// is sent on its own. Default 256 KiB.
 	MaxBatchBytes int
 	// ShutdownGrace bounds how long Start waits for sockets to finish
 	// their close handshake before dropping them. Default 5s.

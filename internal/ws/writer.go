@@ -132,7 +132,11 @@ func (s *socket) goAway() {
 }
 
 // flush writes the queued control frames, then everything each
-// subscription's listener holds, packed into batches.
+// subscription's listener holds, packed in order into messages: a batch
+// takes frames while its message stays within MaxBatchBytes, and a frame
+// that would take it over starts the next message. So a batch never
+// exceeds MaxBatchBytes, and a frame of MaxBatchBytes or more is sent on
+// its own.
 func (s *socket) flush() error {
 	s.sc = scratchPool.Get().(*scratch)
 	defer func() {
@@ -166,11 +170,11 @@ func (s *socket) flush() error {
 				overflowed = true
 				s.srv.metrics.resets.WithLabelValues(resetOverflow).Inc()
 			}
-			s.sc.batch.begin()
-			s.sc.batch.buf = appendEvent(s.sc.batch.buf, sub.qid, n)
-			if err := s.maybeWrite(); err != nil {
+			if err := s.makeRoom(eventLen(sub.qid, n)); err != nil {
 				return err
 			}
+			s.sc.batch.begin()
+			s.sc.batch.buf = appendEvent(s.sc.batch.buf, sub.qid, n)
 		}
 		clear(s.sc.notes) // drop object references before the next pop
 	}
@@ -192,14 +196,21 @@ func (s *socket) flush() error {
 	return nil
 }
 
+// add adds a complete frame to the batch.
 func (s *socket) add(frame []byte) error {
+	if err := s.makeRoom(len(frame)); err != nil {
+		return err
+	}
 	s.sc.batch.add(frame)
-	return s.maybeWrite()
+	return nil
 }
 
-// maybeWrite writes the batch once it has reached MaxBatchBytes.
-func (s *socket) maybeWrite() error {
-	if s.sc.batch.size() < s.opts.MaxBatchBytes {
+// makeRoom writes the batch if a frame of n bytes would take it over
+// MaxBatchBytes, so that the frame starts the next message. The check
+// comes before the frame is appended: checked after, a large frame would
+// join (and swell) the batch it does not fit in.
+func (s *socket) makeRoom(n int) error {
+	if s.sc.batch.fits(n, s.opts.MaxBatchBytes) {
 		return nil
 	}
 	return s.writeBatch()
