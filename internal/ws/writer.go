@@ -4,7 +4,6 @@
 package ws
 
 import (
-	"context"
 	"errors"
 	"os"
 	"strconv"
@@ -228,7 +227,7 @@ func (s *socket) writeBatch() error {
 	// the context the write is still interrupted by CloseNow, which
 	// whoever ends the socket calls.
 	_ = s.nc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
-	err := s.conn.Write(context.Background(), websocket.MessageText, msg)
+	err := s.nc.writeMessage(s.conn, msg)
 	_ = s.nc.SetWriteDeadline(time.Time{}) // control frames have their own bounds
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) || s.opts.clock.Since(start) >= s.opts.WriteTimeout {
