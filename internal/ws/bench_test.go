@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"kubegate/internal/informer"
@@ -95,33 +96,58 @@ func benchmarkIdleKubegate(b *testing.B, m *informer.Manager, clk *clocktesting.
 		// memory it holds per socket is counted.
 		o.Logger = zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zap.InfoLevel))
 		o.MaxSockets, o.MaxSocketsPerClient = 1<<20, 1<<20
-		o.clock = clk
+		o.clock = idleClock{clk}
 	})
 	warm := dial(b, ts) // starts the informer before measuring
 	warm.subscribe("w", "configmaps", ns)
 	warm.snapshot("w")
 	warm.c.CloseRead(context.Background()) // answers pings
-	var settle func()
-	if pinged {
-		settle = func() {
-			// Each socket arms a ping and a re-authorization timer, and
-			// re-arms each once its pass is done.
-			// Done when they are all armed again and the workers have
-			// exited.
-			armed, g := clk.Waiters(), runtime.NumGoroutine()
-			clk.Step(ts.opts.PingInterval)
-			err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, time.Minute, true,
-				func(context.Context) (bool, error) {
-					return clk.Waiters() == armed && runtime.NumGoroutine() <= g, nil
-				})
-			if err != nil {
-				b.Fatalf("after a keepalive round: %d of %d timers armed, %d goroutines (before: %d)",
-					clk.Waiters(), armed, runtime.NumGoroutine(), g)
+	settle := func() {
+		// The writers that sent the snapshots exit once their coalescing
+		// delay has passed with nothing more to send.
+		writing := func() (n int) {
+			ts.mu.Lock()
+			defer ts.mu.Unlock()
+			for s := range ts.sockets {
+				if s.writer.Load() != writerIdle {
+					n++
+				}
 			}
+			return n
+		}
+		err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, time.Minute, true,
+			func(context.Context) (bool, error) { return writing() == 0, nil })
+		if err != nil {
+			b.Fatalf("%d writers still running", writing())
+		}
+		if !pinged {
+			return
+		}
+		// Each socket arms a ping and a re-authorization timer, and
+		// re-arms each once its pass is done.
+		// Done when they are all armed again and the workers have
+		// exited.
+		armed, g := clk.Waiters(), runtime.NumGoroutine()
+		clk.Step(ts.opts.PingInterval)
+		err = wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, time.Minute, true,
+			func(context.Context) (bool, error) {
+				return clk.Waiters() == armed && runtime.NumGoroutine() <= g, nil
+			})
+		if err != nil {
+			b.Fatalf("after a keepalive round: %d of %d timers armed, %d goroutines (before: %d)",
+				clk.Waiters(), armed, runtime.NumGoroutine(), g)
 		}
 	}
 	measureIdle(b, ts.url, ns, func() int { return ts.Sockets() - 1 }, settle)
 }
+
+// idleClock drives keepalive and re-authorization by hand (FakeClock)
+// but runs the writers' coalescing delay (NewTimer) in real time, so that
+// each writer exits a delay after it sent its snapshot, as in a gateway,
+// rather than every socket's writer waiting for the next Step.
+type idleClock struct{ *clocktesting.FakeClock }
+
+func (idleClock) NewTimer(d time.Duration) clock.Timer { return clock.RealClock{}.NewTimer(d) }
 
 // measureIdle opens idleSockets idle sockets to url from a child process
 // per iteration and reports what the server holds for them. open reports

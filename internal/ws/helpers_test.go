@@ -21,6 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"kubegate/internal/auth"
 	"kubegate/internal/informer"
@@ -327,4 +329,28 @@ func counterValue(c prometheus.Metric) float64 {
 		return m.Gauge.GetValue()
 	}
 	return m.Counter.GetValue()
+}
+
+// fakeClock is a clocktesting.FakeClock whose AfterFunc timers can be
+// Reset after they fired, as the socket re-arms its ping and
+// re-authorization timers. FakeClock sends each firing's time on the
+// timer's channel, of capacity one, even for AfterFunc timers, whose
+// channel nobody reads: the second firing of a timer Reset after the
+// first would block Step forever.
+type fakeClock struct{ *clocktesting.FakeClock }
+
+func newFakeClock() *fakeClock { return &fakeClock{clocktesting.NewFakeClock(time.Now())} }
+
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	return drainingTimer{c.FakeClock.AfterFunc(d, f)}
+}
+
+type drainingTimer struct{ clock.Timer }
+
+func (t drainingTimer) Reset(d time.Duration) bool {
+	select {
+	case <-t.C():
+	default:
+	}
+	return t.Timer.Reset(d)
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,7 +14,9 @@ import (
 	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"kubegate/internal/auth"
 	"kubegate/internal/informer"
 )
 
@@ -30,6 +33,7 @@ type pipeServer struct {
 	l      *pipeListener
 	reg    *prometheus.Registry
 	handed map[*socket]bool // sockets dial has returned
+	stop   func()           // shuts the server down (Start returns); idempotent
 }
 
 func startPipeServer(t *testing.T, mod func(*Options)) *pipeServer {
@@ -51,32 +55,51 @@ func startPipeServer(t *testing.T, mod func(*Options)) *pipeServer {
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan error, 1)
 	go func() { started <- s.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-started; err != nil {
-			t.Errorf("Server.Start: %v", err)
-		}
-		_ = hs.Close()
-		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-			t.Errorf("http.Server.Serve: %v", err)
-		}
-	})
+	var once sync.Once
+	ps.stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-started; err != nil {
+				t.Errorf("Server.Start: %v", err)
+			}
+			_ = hs.Close()
+			if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+				t.Errorf("http.Server.Serve: %v", err)
+			}
+		})
+	}
+	t.Cleanup(ps.stop)
 	return ps
 }
 
 // dial opens a socket and returns the client's end and the server's
-// socket.
+// socket. The client answers pings.
 func (ps *pipeServer) dial(t *testing.T) (*pipeClient, *socket) {
 	t.Helper()
+	return ps.dialPong(t, true)
+}
+
+// dialPong is dial with a client that answers pings only if pong is set:
+// one that does not still reads everything, like a peer whose pongs are
+// lost on the way.
+func (ps *pipeServer) dialPong(t *testing.T, pong bool) (*pipeClient, *socket) {
+	t.Helper()
+	pc := &pipeClient{done: make(chan struct{})}
 	hc := &http.Client{Transport: &http.Transport{DialContext: ps.l.dial}}
 	t.Cleanup(hc.CloseIdleConnections)
-	c, _, err := websocket.Dial(context.Background(), "ws://kubegate.test/ws",
-		&websocket.DialOptions{Subprotocols: []string{Subprotocol}, HTTPClient: hc})
+	c, _, err := websocket.Dial(context.Background(), "ws://kubegate.test/ws", &websocket.DialOptions{
+		Subprotocols: []string{Subprotocol},
+		HTTPClient:   hc,
+		OnPingReceived: func(context.Context, []byte) bool {
+			pc.pings.Add(1)
+			return pong
+		},
+	})
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
 	c.SetReadLimit(-1)
-	pc := &pipeClient{c: c, done: make(chan struct{})}
+	pc.c = c
 	go pc.readLoop()
 	t.Cleanup(func() {
 		_ = c.CloseNow()
@@ -96,12 +119,21 @@ func (ps *pipeServer) dial(t *testing.T) (*pipeClient, *socket) {
 	return nil, nil
 }
 
-// subscribeFake adds an active subscription fed by a fakeListener, as
-// startSubscription would once the informer's listener exists.
+// subscribeFake adds an active subscription to config maps fed by a
+// fakeListener, as startSubscription would once the informer's listener
+// exists. Re-authorization passes leave it as it is.
 func (s *socket) subscribeFake(id string) *fakeListener {
 	fl := &fakeListener{wake: s.signal}
+	info := &informer.ResourceInfo{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespaced: true}
 	s.mu.Lock()
-	s.subs[id] = &subscription{id: id, qid: quoteID(id), l: fl}
+	s.subs[id] = &subscription{
+		id:      id,
+		qid:     quoteID(id),
+		req:     &clientFrame{Type: typeSubscribe, ID: id, Resource: "configmaps"},
+		info:    info,
+		recheck: auth.NewRecheck(s.opts.RecheckGrace, s.opts.clock),
+		l:       fl,
+	}
 	s.mu.Unlock()
 	s.srv.metrics.subscriptions.Inc()
 	return fl
@@ -137,11 +169,12 @@ func (l *fakeListener) Stop() {}
 // pipeClient is the client's end of a socket. It reads every message as
 // it arrives and keeps it with its (bubble) arrival time.
 type pipeClient struct {
-	c    *websocket.Conn
-	done chan struct{} // closed when the read loop ends
-	mu   sync.Mutex
-	msgs []message
-	err  error // what ended the read loop
+	c     *websocket.Conn
+	done  chan struct{} // closed when the read loop ends
+	pings atomic.Int32  // pings received
+	mu    sync.Mutex
+	msgs  []message
+	err   error // what ended the read loop
 }
 
 type message struct {

@@ -30,17 +30,21 @@ import (
 //     fails (the peer left, or anyone closed the connection) it ends the
 //     socket, waits for every other goroutine and frees the rest.
 //   - the writer (write), started by signal only while there is something
-//     to write, owns all writes of data frames: it takes the queued
-//     control frames, pops every subscription's listener and writes, each
-//     write under WriteTimeout, until a flush finds nothing new; then it
-//     exits. It also sends the close frame at shutdown. At most one runs
-//     at a time (see writerIdle).
+//     to write, owns all writes of data frames: each flush takes the
+//     queued control frames, pops every subscription's listener and
+//     writes, each write under WriteTimeout. Its first flush is at once;
+//     after a flush that wrote, it waits CoalesceDelay on the clock and
+//     flushes again what arrived meanwhile, so that a busy socket writes
+//     once per delay rather than once per event, from one goroutine. It exits after a flush that wrote nothing or a wait in
+//     which nothing arrived. It also sends the close frame at shutdown.
+//     At most one runs at a time (see writerIdle).
 //   - short-lived workers: one per pending subscribe (resolving,
 //     authorizing and waiting for a cache may take seconds), and the
 //     keepalive and re-authorization passes, started by their timers
 //     (pingTimer, recheckTimer), which each pass re-arms when done, so at
-//     most one of each runs. A ping due while the writer is busy waits
-//     for it (pingDue), as a ticker in the writer's loop would.
+//     most one of each runs. A ping due while the writer is flushing
+//     waits for the flush (pingDue), as a ticker in the writer's loop
+//     would.
 //
 // The writer and workers are started by startWorker, counted in wg and
 // bound to ctx. Workers and the reader never write to the connection:
@@ -66,10 +70,11 @@ type socket struct {
 	// reply from nc's buffers outside the reader, and by the reader while
 	// it looks at those buffers between reads.
 	closeMu sync.Mutex
-	// writer is writerIdle, writerRunning or writerRerun.
+	// writer is the writer's state: writerIdle, writerRunning,
+	// writerRerun or writerWaiting.
 	writer atomic.Int32
-	// pingDue: the ping timer fired while the writer was busy; the writer
-	// starts the ping when it goes idle.
+	// pingDue: the ping timer fired while the writer was flushing; the
+	// writer starts the ping when the flush is done.
 	pingDue atomic.Bool
 	// closeReason is the metrics label for why the socket closed; the
 	// first reason stored wins.
@@ -95,6 +100,7 @@ type socket struct {
 	// one that delivered changes without one.
 	sc          *scratch // set during a flush
 	resetStreak int
+	wrote       bool // the current flush has written a message
 }
 
 func newSocket(srv *Server, c *websocket.Conn, nc *netConn, u *auth.User, client string) *socket {
@@ -198,12 +204,12 @@ func ptr[T any](v T) *T { return &v }
 // (which the reader processes), drops the connection if none arrives
 // within PongTimeout, and otherwise arms the next ping.
 func (s *socket) keepalive() {
-	if s.writer.Load() != writerIdle {
-		// A ping waits for the writer to go idle, so that it does not
-		// queue behind (or ahead of) a write that is stuck: that write's
+	if s.flushing() {
+		// A ping waits for the writer's flush, so that it does not queue
+		// behind (or ahead of) a write that is stuck: that write's
 		// deadline drops the peer, as a write timeout.
 		s.pingDue.Store(true)
-		if s.writer.Load() != writerIdle || !s.pingDue.CompareAndSwap(true, false) {
+		if s.flushing() || !s.pingDue.CompareAndSwap(true, false) {
 			return // the writer starts it
 		}
 	}

@@ -13,19 +13,22 @@ import (
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/utils/clock"
 
 	"kubegate/internal/informer"
 )
 
 // Writer states (socket.writer). signal moves idle to running (starting
-// a writer) and running to rerun; the writer sets running before each
-// flush and moves running back to idle when it exits, so a signal is
-// never lost: either the running writer flushes again, or a new one
-// starts.
+// a writer), and running or waiting to rerun; the writer sets running
+// before each flush, and after it moves running to idle (exiting) or to
+// waiting (for CoalesceDelay), and waiting to idle when the delay has
+// passed with nothing signalled. So a signal is never lost: either the
+// writer flushes again, or a new one starts.
 const (
 	writerIdle    int32 = iota // no writer goroutine
 	writerRunning              // a writer is flushing
-	writerRerun                // signalled since the writer started its flush
+	writerRerun                // signalled since the writer started its flush or its wait
+	writerWaiting              // a writer waits out CoalesceDelay after writing, nothing signalled yet
 )
 
 // scratch is the writer's working memory for one flush. It is pooled
@@ -61,12 +64,13 @@ func (sc *scratch) release() {
 }
 
 // signal makes sure the writer flushes after this call: it starts one,
-// or tells the running one to flush again. It never blocks: listeners
-// call it (OnWake) with their resource's lock held. Callers must not hold
+// or tells the running or waiting one to flush again. It never blocks
+// and may be called from any number of goroutines at once: listeners
+// call it (OnWake) as changes are handed to them. Callers must not hold
 // s.mu.
 func (s *socket) signal() {
 	for {
-		switch s.writer.Load() {
+		switch w := s.writer.Load(); w {
 		case writerIdle:
 			if s.writer.CompareAndSwap(writerIdle, writerRunning) {
 				// If the socket has ended, no writer starts and the state
@@ -74,13 +78,27 @@ func (s *socket) signal() {
 				s.startWorker(s.write)
 				return
 			}
-		case writerRunning:
-			if s.writer.CompareAndSwap(writerRunning, writerRerun) {
+		case writerRunning, writerWaiting:
+			if s.writer.CompareAndSwap(w, writerRerun) {
 				return
 			}
 		default:
 			return
 		}
+	}
+}
+
+// flushing reports whether the writer may be writing: it is flushing, or
+// has been signalled and will flush as soon as its wait ends.
+func (s *socket) flushing() bool {
+	w := s.writer.Load()
+	return w == writerRunning || w == writerRerun
+}
+
+// startDuePing starts the ping that waited for a flush (see keepalive).
+func (s *socket) startDuePing() {
+	if s.pingDue.CompareAndSwap(true, false) {
+		s.startWorker(s.keepalive)
 	}
 }
 
@@ -96,11 +114,21 @@ func (s *socket) enqueue(frame []byte) {
 	s.signal()
 }
 
-// write is the writer goroutine: it flushes until a flush ends without a
-// signal having arrived since it began, then exits. When it ends the
-// socket (shutdown, a failed write, a slow consumer) it leaves the state
-// at running, so no writer starts again.
+// write is the writer goroutine. Its first flush is at once. While the
+// socket is busy, that is after every flush that wrote a message, it
+// waits CoalesceDelay and then flushes what arrived meanwhile in one go:
+// under load the socket writes once per delay instead of once per event,
+// and a burst costs one goroutine start instead of one per event.
+// It exits after a flush that wrote nothing, or a wait in which nothing
+// arrived. When it ends the socket (shutdown, a failed write, a slow
+// consumer) it leaves the state at running, so no writer starts again.
 func (s *socket) write() {
+	var wait clock.Timer // the coalescing delay, made at the first wait
+	defer func() {
+		if wait != nil {
+			wait.Stop()
+		}
+	}()
 	for {
 		s.writer.Store(writerRunning) // what was signalled so far, this flush takes
 		select {
@@ -111,16 +139,42 @@ func (s *socket) write() {
 			return
 		default:
 		}
+		s.wrote = false
 		if err := s.flush(); err != nil {
 			s.cancel()
 			_ = s.conn.CloseNow() // ends the reader, which frees the socket
 			return
 		}
-		if s.writer.CompareAndSwap(writerRunning, writerIdle) {
-			if s.pingDue.CompareAndSwap(true, false) {
-				s.startWorker(s.keepalive)
+		if !s.wrote || s.opts.coalesce <= 0 {
+			if s.writer.CompareAndSwap(writerRunning, writerIdle) {
+				s.startDuePing()
+				return
 			}
+			continue // signalled during the flush
+		}
+		// Busy: what arrives from now on waits for the delay. If a
+		// signal came during the flush, the state stays rerun and the
+		// wait ends in a flush.
+		if s.writer.CompareAndSwap(writerRunning, writerWaiting) {
+			s.startDuePing() // nothing is written during the wait
+		}
+		if wait == nil {
+			wait = s.opts.clock.NewTimer(s.opts.coalesce)
+		} else {
+			wait.Reset(s.opts.coalesce)
+		}
+		select {
+		case <-wait.C():
+		case <-s.ctx.Done():
+			s.writer.Store(writerRunning)
 			return
+		case <-s.srv.shutdown:
+			s.writer.Store(writerRunning)
+			s.goAway()
+			return
+		}
+		if s.writer.CompareAndSwap(writerWaiting, writerIdle) {
+			return // nothing arrived
 		}
 	}
 }
@@ -237,6 +291,7 @@ func (s *socket) writeBatch() error {
 		s.fail(closePeer)
 		return err
 	}
+	s.wrote = true
 	m := s.srv.metrics
 	m.frames.Inc()
 	m.events.Add(float64(s.sc.batch.count))

@@ -38,18 +38,28 @@ import (
 //
 //	go test ./internal/ws -run '^$' -bench SocketWriter -benchtime=3000x
 func BenchmarkSocketWriter(b *testing.B) {
-	for _, load := range []struct {
-		name    string
-		perTick int
-		tick    time.Duration
+	off := time.Duration(0)
+	for _, d := range []struct {
+		name string
+		mod  func(*Options)
 	}{
-		{name: "load=burst", perTick: 1},
-		{name: "load=1/tick", perTick: 1, tick: time.Millisecond},
-		{name: "load=10/tick", perTick: 10, tick: time.Millisecond},
+		{"delay=off", func(o *Options) { o.CoalesceDelay = &off }},
+		{"delay=2ms", nil}, // the default
 	} {
-		b.Run(load.name, func(b *testing.B) {
-			benchmarkSocketWriter(b, nil, load.perTick, load.tick)
-		})
+		for _, load := range []struct {
+			name       string
+			perTick    int
+			tick       time.Duration
+			continuous bool
+		}{
+			{name: "load=burst", perTick: 1, continuous: true},
+			{name: "load=1/tick", perTick: 1, tick: time.Millisecond},
+			{name: "load=10/tick", perTick: 10, tick: time.Millisecond},
+		} {
+			b.Run(d.name+"/"+load.name, func(b *testing.B) {
+				benchmarkSocketWriter(b, d.mod, load.perTick, load.tick)
+			})
+		}
 	}
 }
 

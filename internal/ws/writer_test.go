@@ -3,9 +3,13 @@ package ws
 import (
 	"bytes"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
+
+	"github.com/coder/websocket"
 
 	"kubegate/internal/informer"
 )
@@ -117,4 +121,182 @@ func messageOf(frames [][]byte) []byte {
 		return frames[0]
 	}
 	return append(append([]byte(batchPrefix), bytes.Join(frames, []byte(","))...), ']', '}')
+}
+
+// TestCoalescing: an idle socket sends at once; a socket that has just
+// written gathers what arrives within CoalesceDelay into one message,
+// sent when the delay since its last write has passed; and the writer
+// exits once a delay passes with nothing to send.
+func TestCoalescing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ps := startPipeServer(t, nil) // the default delay
+		d := defaultCoalesceDelay
+		c, sock := ps.dial(t)
+		fl := sock.subscribeFake("s")
+		ev := func(rv uint64) informer.Notification { return smallEvent(rv) }
+		start := time.Now()
+
+		fl.push(ev(1))
+		synctest.Wait()
+		expectMessages(t, c, message{start, frameBytes(ev(1))})
+		if w := sock.writer.Load(); w != writerWaiting {
+			t.Fatalf("writer state %d after a write, want waiting (%d)", w, writerWaiting)
+		}
+
+		// Within the delay: held back, then sent together when it ends.
+		time.Sleep(d / 4)
+		fl.push(ev(2))
+		time.Sleep(d / 2)
+		fl.push(ev(3))
+		synctest.Wait()
+		expectMessages(t, c, message{start, frameBytes(ev(1))})
+		time.Sleep(d / 4) // the delay since the first write has passed
+		synctest.Wait()
+		expectMessages(t, c,
+			message{start, frameBytes(ev(1))},
+			message{start.Add(d), messageOf([][]byte{frameBytes(ev(2)), frameBytes(ev(3))})})
+
+		// A steady trickle keeps the one writer: one message per delay.
+		for i := range 6 {
+			time.Sleep(d / 2)
+			fl.push(ev(uint64(4 + i)))
+			synctest.Wait()
+			if sock.writer.Load() == writerIdle {
+				t.Fatalf("writer exited while events kept arriving within the delay")
+			}
+		}
+		synctest.Wait()
+		got := c.received()
+		if len(got) != 5 {
+			t.Fatalf("%d messages after six events at half the delay, want 5 (one per delay)", len(got))
+		}
+		for i, m := range got[2:] {
+			if want := start.Add(time.Duration(i+2) * d); !m.at.Equal(want) {
+				t.Errorf("message %d sent at %v, want %v", i+2, m.at.Sub(start), want.Sub(start))
+			}
+		}
+
+		// Nothing for a whole delay: the writer exits, and the next event
+		// goes out at once.
+		time.Sleep(2 * d)
+		synctest.Wait()
+		if w := sock.writer.Load(); w != writerIdle {
+			t.Fatalf("writer state %d after an idle delay, want idle", w)
+		}
+		n := len(c.received())
+		at := time.Now()
+		fl.push(ev(20))
+		synctest.Wait()
+		got = c.received()
+		if len(got) != n+1 || !got[n].at.Equal(at) || !bytes.Equal(got[n].data, frameBytes(ev(20))) {
+			t.Fatalf("an event for an idle socket was not sent at once: %d messages, want %d", len(got), n+1)
+		}
+	})
+}
+
+// TestCoalescingOff: with CoalesceDelay zero or negative every flush is
+// at once and the writer exits after it.
+func TestCoalescingOff(t *testing.T) {
+	for _, d := range []time.Duration{0, -time.Millisecond} {
+		t.Run(fmt.Sprint("delay=", d), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ps := startPipeServer(t, func(o *Options) { o.CoalesceDelay = &d })
+				c, sock := ps.dial(t)
+				fl := sock.subscribeFake("s")
+				var want []message
+				for rv := range uint64(3) {
+					fl.push(smallEvent(rv + 1))
+					want = append(want, message{time.Now(), frameBytes(smallEvent(rv + 1))})
+					synctest.Wait()
+					if w := sock.writer.Load(); w != writerIdle {
+						t.Fatalf("writer state %d after a flush, want idle", w)
+					}
+					time.Sleep(time.Microsecond)
+				}
+				expectMessages(t, c, want...)
+			})
+		})
+	}
+}
+
+// TestCoalescingRunsOnTheClock: the delay is the socket's clock's, and
+// the wait gives way to shutdown. A ping that falls due during the wait
+// goes out at once if nothing is to be written, else after the flush.
+func TestCoalescingRunsOnTheClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := newFakeClock()
+		delay := time.Hour // longer than the ping interval
+		ps := startPipeServer(t, func(o *Options) {
+			o.clock = clk
+			o.CoalesceDelay = &delay
+			o.PingInterval = time.Minute
+		})
+		c, sock := ps.dial(t)
+		fl := sock.subscribeFake("s")
+		fl.push(smallEvent(1))
+		synctest.Wait()
+		first := message{time.Now(), frameBytes(smallEvent(1))}
+		expectMessages(t, c, first)
+
+		clk.Step(time.Minute) // a ping while the writer waits with nothing to send
+		synctest.Wait()
+		if n := c.pings.Load(); n != 1 {
+			t.Fatalf("%d pings while the writer waits, want 1", n)
+		}
+
+		fl.push(smallEvent(2))
+		time.Sleep(2 * delay) // the bubble's time, not the socket's clock
+		synctest.Wait()
+		expectMessages(t, c, first)
+
+		clk.Step(time.Minute) // the next ping, with a flush to come
+		synctest.Wait()
+		if n := c.pings.Load(); n != 1 {
+			t.Fatalf("%d pings, want the second to wait for the flush", n)
+		}
+
+		clk.Step(delay - 2*time.Minute) // the delay since the first write
+		synctest.Wait()
+		expectMessages(t, c, first, message{time.Now(), frameBytes(smallEvent(2))})
+		if n := c.pings.Load(); n != 2 {
+			t.Fatalf("%d pings after the flush, want 2", n)
+		}
+
+		// Shutdown ends the wait at once, with 1001.
+		fl.push(smallEvent(3))
+		synctest.Wait()
+		ps.stop()
+		if code := c.closeStatus(); code != websocket.StatusGoingAway {
+			t.Fatalf("close %d during the wait, want 1001", code)
+		}
+	})
+}
+
+func smallEvent(rv uint64) informer.Notification {
+	return informer.Notification{Type: informer.Modified, RV: rv,
+		Object: &informer.Object{Raw: []byte(`{"metadata":{"name":"o` + strconv.FormatUint(rv, 10) + `"}}`)}}
+}
+
+func frameBytes(n informer.Notification) []byte { return appendEvent(nil, quoteID("s"), &n) }
+
+// expectMessages checks every message the client has read: its bytes and
+// when it arrived.
+func expectMessages(t *testing.T, c *pipeClient, want ...message) {
+	t.Helper()
+	got := c.received()
+	for i := range max(len(got), len(want)) {
+		switch {
+		case i >= len(got):
+			t.Errorf("message %d missing: %s", i, want[i].data)
+		case i >= len(want):
+			t.Errorf("unexpected message %d: %s", i, got[i].data)
+		case !bytes.Equal(got[i].data, want[i].data):
+			t.Errorf("message %d: %s, want %s", i, got[i].data, want[i].data)
+		case !got[i].at.Equal(want[i].at):
+			t.Errorf("message %d sent at %v, want %v", i, got[i].at, want[i].at)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
 }
