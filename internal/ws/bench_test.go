@@ -25,7 +25,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"kubegate/internal/informer"
@@ -77,7 +76,10 @@ func BenchmarkIdleSocket(b *testing.B) {
 		measureIdle(b, "ws"+strings.TrimPrefix(bare.URL, "http"), "", func() int { return int(open.Load()) }, nil)
 	})
 	m := startManager(b, env.Config, nil)
-	clk := clocktesting.NewFakeClock(time.Now())
+	// Keepalive is stepped by hand; the writers' coalescing delay runs in
+	// real time, so that each writer exits a delay after it sent its
+	// snapshot, as in a gateway, rather than waiting for the next Step.
+	clk := &fakeClock{FakeClock: clocktesting.NewFakeClock(time.Now()), realDelays: true}
 	for _, pinged := range []bool{false, true} {
 		b.Run(fmt.Sprintf("server=kubegate/pinged=%t", pinged), func(b *testing.B) {
 			benchmarkIdleKubegate(b, m, clk, ns, pinged)
@@ -90,13 +92,13 @@ func BenchmarkIdleSocket(b *testing.B) {
 // re-authorization pass before it is measured, as in a gateway that has
 // run for a while: the reader has processed a pong, which parks it deeper
 // in the library than a fresh socket's.
-func benchmarkIdleKubegate(b *testing.B, m *informer.Manager, clk *clocktesting.FakeClock, ns string, pinged bool) {
+func benchmarkIdleKubegate(b *testing.B, m *informer.Manager, clk *fakeClock, ns string, pinged bool) {
 	ts := startServer(b, m, func(o *Options) {
 		// A production logger (JSON at info level), so that any
 		// memory it holds per socket is counted.
 		o.Logger = zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zap.InfoLevel))
 		o.MaxSockets, o.MaxSocketsPerClient = 1<<20, 1<<20
-		o.clock = idleClock{clk}
+		o.clock = clk
 	})
 	warm := dial(b, ts) // starts the informer before measuring
 	warm.subscribe("w", "configmaps", ns)
@@ -140,14 +142,6 @@ func benchmarkIdleKubegate(b *testing.B, m *informer.Manager, clk *clocktesting.
 	}
 	measureIdle(b, ts.url, ns, func() int { return ts.Sockets() - 1 }, settle)
 }
-
-// idleClock drives keepalive and re-authorization by hand (FakeClock)
-// but runs the writers' coalescing delay (NewTimer) in real time, so that
-// each writer exits a delay after it sent its snapshot, as in a gateway,
-// rather than every socket's writer waiting for the next Step.
-type idleClock struct{ *clocktesting.FakeClock }
-
-func (idleClock) NewTimer(d time.Duration) clock.Timer { return clock.RealClock{}.NewTimer(d) }
 
 // measureIdle opens idleSockets idle sockets to url from a child process
 // per iteration and reports what the server holds for them. open reports
