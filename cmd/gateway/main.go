@@ -189,6 +189,7 @@ func run(ctx context.Context, cfg config.Config) error {
 		PongTimeout:               time.Duration(wsc.PongTimeout),
 		WriteTimeout:              time.Duration(wsc.WriteTimeout),
 		MaxMessageBytes:           wsc.MaxMessageBytes,
+		CoalesceDelay:             (*time.Duration)(wsc.CoalesceDelay),
 		ListenerMaxEvents:         cfg.Cache.ListenerMaxEvents,
 		ListenerMaxBytes:          cfg.Cache.ListenerMaxBytes,
 		ShutdownGrace:             grace,

@@ -159,6 +159,11 @@ type WebSocket struct {
 	// subscriptions may re-send, across its sockets; resyncs beyond it
 	// are postponed. Default 2000.
 	ResyncBudget float64 `json:"resyncBudget,omitempty"`
+	// CoalesceDelay is how long a busy socket (one writing, or that wrote
+	// within the last CoalesceDelay) gathers events into one message
+	// before it writes them; a socket that is not busy writes at once.
+	// 0 turns coalescing off. Default (unset) 2ms.
+	CoalesceDelay *Duration `json:"coalesceDelay,omitempty"`
 }
 
 // Default returns the configuration used when nothing is set.
@@ -256,6 +261,9 @@ func (c *Config) Validate() error {
 		if f.v < 0 {
 			errs = append(errs, fmt.Errorf("websocket.%s must not be negative (0 means the default)", f.name))
 		}
+	}
+	if ws.CoalesceDelay != nil && *ws.CoalesceDelay < 0 {
+		errs = append(errs, errors.New("websocket.coalesceDelay must not be negative (0 turns coalescing off)"))
 	}
 	for _, p := range ws.AllowedOrigins {
 		if _, err := path.Match(p, ""); err != nil {

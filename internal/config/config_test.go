@@ -88,6 +88,7 @@ func TestBadInput(t *testing.T) {
 		{"zero apiserver qps flag", []string{"--kube-api-qps", "0"}, "", "apiserver.qps must not be 0"},
 		{"zero apiserver burst", []string{"--kube-api-burst", "0"}, "", "apiserver.burst must be at least 1"},
 		{"negative ws limit", nil, "websocket: {maxSockets: -1}\n", "websocket.maxSockets must not be negative"},
+		{"negative coalesce delay", nil, "websocket: {coalesceDelay: -1ms}\n", "websocket.coalesceDelay must not be negative"},
 		{"bad origin pattern", nil, "websocket: {allowedOrigins: ['[']}\n", `websocket.allowedOrigins: pattern "["`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -166,6 +167,7 @@ websocket:
   maxMessageBytes: 1024
   subscribeRate: 2.5
   subscribeBurst: 4
+  coalesceDelay: 5ms
 `)
 	c, err := parse(t, "--config", p)
 	if err != nil {
@@ -175,11 +177,35 @@ websocket:
 		AllowedOrigins: []string{"dashboard.example.com", "*.example.org"}, MaxSockets: 5, MaxSocketsPerClient: 2,
 		MaxSubscriptionsPerSocket: 3, PingInterval: Duration(10 * time.Second), PongTimeout: Duration(4 * time.Second),
 		WriteTimeout: Duration(3 * time.Second), MaxMessageBytes: 1024, SubscribeRate: 2.5, SubscribeBurst: 4,
+		CoalesceDelay: ptr(Duration(5 * time.Millisecond)),
 	}
 	if diff := cmp.Diff(want, c.WebSocket); diff != "" {
 		t.Fatalf("(-want +got):\n%s", diff)
 	}
 }
+
+// TestCoalesceDelay: unset leaves the gateway's default, and 0 is kept
+// apart from unset, as it turns coalescing off.
+func TestCoalesceDelay(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want *Duration
+	}{
+		{"websocket: {}\n", nil},
+		{"websocket: {coalesceDelay: 0s}\n", ptr(Duration(0))},
+		{"websocket: {coalesceDelay: 20ms}\n", ptr(Duration(20 * time.Millisecond))},
+	} {
+		c, err := parse(t, "--config", writeFile(t, tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tc.want, c.WebSocket.CoalesceDelay); diff != "" {
+			t.Errorf("%q: (-want +got):\n%s", tc.file, diff)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
 
 const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 

@@ -2,17 +2,19 @@ package ws
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/util/wait"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"kubegate/internal/auth"
 	"kubegate/internal/namespaces"
@@ -70,11 +72,16 @@ func TestAuthorizationNarrowsAndIsRechecked(t *testing.T) {
 	createCM(t, ns1, "in-1", nil)
 	createCM(t, ns2, "in-2", nil)
 	authz := &fakeAuthorizer{decide: onlyNamespaces(ns1)}
+	clk := &fakeClock{FakeClock: clocktesting.NewFakeClock(time.Now()), realDelays: true}
 	ts := startServer(t, startManager(t, env.Config, nil), func(o *Options) {
 		o.Authorizer = authz
-		o.RecheckInterval = 20 * time.Millisecond
+		o.clock = clk
+		o.PingInterval = time.Hour
 	})
 	c := dialAs(t, ts, "alice")
+	// One socket: its ping and re-authorization timers are armed when no
+	// re-authorization pass runs.
+	recheck := func() { clk.stepArmed(t, 2, ts.opts.RecheckInterval) }
 
 	// Denied outright: another resource.
 	c.subscribe("secrets", "secrets", "")
@@ -105,6 +112,7 @@ func TestAuthorizationNarrowsAndIsRechecked(t *testing.T) {
 
 	// The decision widens: RESET and a snapshot under the new set.
 	authz.set(onlyNamespaces(ns1, ns2))
+	recheck()
 	if f := c.expect("RESET", "all"); f.Reason != "Reauthorized" {
 		t.Fatalf("RESET reason %q", f.Reason)
 	}
@@ -118,6 +126,7 @@ func TestAuthorizationNarrowsAndIsRechecked(t *testing.T) {
 	authz.set(func(*auth.User, auth.Request) (auth.Decision, error) {
 		return auth.Decision{}, apierrors.NewForbidden(ackGR, "", errForbidden)
 	})
+	recheck()
 	if f := c.expect("error", "all"); !f.Ended || f.Status.Code != 403 || f.Request != "" {
 		t.Fatalf("got %v (ended=%v)", f, f.Ended)
 	}
@@ -161,11 +170,23 @@ func TestRBACThroughSubjectAccessReview(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	clk := &fakeClock{FakeClock: clocktesting.NewFakeClock(time.Now()), realDelays: true}
 	ts := startServer(t, m, func(o *Options) {
 		o.Authorizer = sar
-		o.RecheckInterval = 100 * time.Millisecond
+		o.clock = clk
+		o.PingInterval = time.Hour
 	})
 	c := dialAs(t, ts, user)
+	// recheck runs a re-authorization pass once the apiserver's RBAC
+	// decides as expected: it applies role bindings asynchronously, and
+	// a pass that runs too early would see no change.
+	recheck := func(ns string, allowed bool) {
+		t.Helper()
+		eventually(t, fmt.Sprintf("RBAC to allow=%t %s in %s", allowed, user, ns), func() bool {
+			return canWatch(t, user, ns) == allowed
+		})
+		clk.stepArmed(t, 2, ts.opts.RecheckInterval)
+	}
 
 	c.subscribe("ns2", "configmaps", ns2)
 	if f := c.expect("error", "ns2"); f.Status.Code != 403 || f.Status.Reason != "Forbidden" {
@@ -180,6 +201,7 @@ func TestRBACThroughSubjectAccessReview(t *testing.T) {
 	}
 
 	revoke2 := grant(t, ns2, user)
+	recheck(ns2, true)
 	if f := c.expect("RESET", "all"); f.Reason != "Reauthorized" {
 		t.Fatalf("got %v", f)
 	}
@@ -190,6 +212,7 @@ func TestRBACThroughSubjectAccessReview(t *testing.T) {
 	}
 
 	revoke2()
+	recheck(ns2, false)
 	if f := c.expect("RESET", "all"); f.Reason != "Reauthorized" {
 		t.Fatalf("got %v", f)
 	}
@@ -197,6 +220,7 @@ func TestRBACThroughSubjectAccessReview(t *testing.T) {
 		t.Fatalf("snapshot after revoking ns2 %v", names)
 	}
 	revokeAll(t, ns1)
+	recheck(ns1, false)
 	if f := c.expect("error", "all"); !f.Ended || f.Status.Code != 403 {
 		t.Fatalf("got %v", f)
 	}
@@ -226,6 +250,20 @@ func grant(t *testing.T, ns, user string) func() {
 	return func() { revokeAll(t, ns) }
 }
 
+// canWatch asks the apiserver whether user may watch configmaps in ns.
+func canWatch(t *testing.T, user, ns string) bool {
+	t.Helper()
+	r, err := testenv.Get(t).Client.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authorizationv1.SubjectAccessReview{
+		Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: ns, Verb: "watch", Resource: "configmaps",
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Status.Allowed
+}
+
 func revokeAll(t *testing.T, ns string) {
 	t.Helper()
 	err := testenv.Get(t).Client.RbacV1().RoleBindings(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
@@ -243,40 +281,44 @@ func TestRecheckRidesOutAnUnavailableAuthorizer(t *testing.T) {
 	unavailable := func(*auth.User, auth.Request) (auth.Decision, error) {
 		return auth.Decision{}, apierrors.NewServiceUnavailable("authorization is unavailable: the apiserver could not be asked; try again")
 	}
-	rechecks := func(a *fakeAuthorizer) int {
+	requests := func(a *fakeAuthorizer) int {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		return len(a.requests)
 	}
-	waitRechecks := func(t *testing.T, a *fakeAuthorizer, n int) {
-		t.Helper()
-		if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 30*time.Second, true,
-			func(context.Context) (bool, error) { return rechecks(a) >= n, nil }); err != nil {
-			t.Fatalf("fewer than %d authorizations", n)
-		}
-	}
+	const interval = time.Second
 
 	// subscribed returns a socket subscribed ("s") to config maps in a new
-	// namespace, whose re-checks have started to fail.
-	subscribed := func(t *testing.T, grace time.Duration) (*client, *fakeAuthorizer, string) {
+	// namespace, whose re-checks fail from now on, and its clock.
+	subscribed := func(t *testing.T, grace time.Duration) (*client, *fakeAuthorizer, string, *fakeClock) {
 		t.Helper()
 		ns := env.Namespace(t)
 		authz := &fakeAuthorizer{decide: onlyNamespaces(ns)}
+		clk := &fakeClock{FakeClock: clocktesting.NewFakeClock(time.Now()), realDelays: true}
 		ts := startServer(t, m, func(o *Options) {
 			o.Authorizer = authz
-			o.RecheckInterval = 20 * time.Millisecond
+			o.clock = clk
+			o.PingInterval = time.Hour
+			o.RecheckInterval = interval
 			o.RecheckGrace = grace
 		})
 		c := dialAs(t, ts, "alice")
 		c.subscribe("s", "configmaps", ns)
 		c.snapshot("s")
 		authz.set(unavailable)
-		return c, authz, ns
+		return c, authz, ns, clk
 	}
 
 	t.Run("within grace", func(t *testing.T) {
-		c, authz, ns := subscribed(t, time.Hour)
-		waitRechecks(t, authz, rechecks(authz)+5)
+		c, authz, ns, clk := subscribed(t, time.Minute)
+		before := requests(authz)
+		for range 5 {
+			clk.stepArmed(t, 2, interval)
+		}
+		clk.waitArmed(t, 2) // the fifth pass is done
+		if n := requests(authz) - before; n != 5 {
+			t.Fatalf("%d re-authorizations in 5 intervals, want 5", n)
+		}
 		createCM(t, ns, "during-outage", nil)
 		if f := c.expect("ADDED", "s"); f.name() != "during-outage" {
 			t.Fatalf("got %v", f)
@@ -284,13 +326,21 @@ func TestRecheckRidesOutAnUnavailableAuthorizer(t *testing.T) {
 		authz.set(func(*auth.User, auth.Request) (auth.Decision, error) {
 			return auth.Decision{}, apierrors.NewForbidden(ackGR, "", errForbidden)
 		})
+		clk.stepArmed(t, 2, interval)
 		if f := c.expect("error", "s"); !f.Ended || f.Status.Code != 403 {
 			t.Fatalf("got %v, want the denial to end the subscription", f)
 		}
 	})
 
 	t.Run("past grace", func(t *testing.T) {
-		c, _, _ := subscribed(t, 100*time.Millisecond)
+		c, _, ns, clk := subscribed(t, time.Minute)
+		clk.stepArmed(t, 2, time.Minute-time.Nanosecond) // just within the grace
+		clk.waitArmed(t, 2)
+		createCM(t, ns, "within-grace", nil)
+		if f := c.expect("ADDED", "s"); f.name() != "within-grace" {
+			t.Fatalf("got %v, want the subscription to live until the grace has passed", f)
+		}
+		clk.stepArmed(t, 2, interval)
 		if f := c.expect("error", "s"); !f.Ended || f.Status.Code != 503 {
 			t.Fatalf("got %v, want the subscription to end with 503 after the grace", f)
 		}

@@ -76,7 +76,10 @@ func BenchmarkIdleSocket(b *testing.B) {
 		measureIdle(b, "ws"+strings.TrimPrefix(bare.URL, "http"), "", func() int { return int(open.Load()) }, nil)
 	})
 	m := startManager(b, env.Config, nil)
-	clk := clocktesting.NewFakeClock(time.Now())
+	// Keepalive is stepped by hand; the writers' coalescing delay runs in
+	// real time, so that each writer exits a delay after it sent its
+	// snapshot, as in a gateway, rather than waiting for the next Step.
+	clk := &fakeClock{FakeClock: clocktesting.NewFakeClock(time.Now()), realDelays: true}
 	for _, pinged := range []bool{false, true} {
 		b.Run(fmt.Sprintf("server=kubegate/pinged=%t", pinged), func(b *testing.B) {
 			benchmarkIdleKubegate(b, m, clk, ns, pinged)
@@ -89,7 +92,7 @@ func BenchmarkIdleSocket(b *testing.B) {
 // re-authorization pass before it is measured, as in a gateway that has
 // run for a while: the reader has processed a pong, which parks it deeper
 // in the library than a fresh socket's.
-func benchmarkIdleKubegate(b *testing.B, m *informer.Manager, clk *clocktesting.FakeClock, ns string, pinged bool) {
+func benchmarkIdleKubegate(b *testing.B, m *informer.Manager, clk *fakeClock, ns string, pinged bool) {
 	ts := startServer(b, m, func(o *Options) {
 		// A production logger (JSON at info level), so that any
 		// memory it holds per socket is counted.
@@ -101,23 +104,40 @@ func benchmarkIdleKubegate(b *testing.B, m *informer.Manager, clk *clocktesting.
 	warm.subscribe("w", "configmaps", ns)
 	warm.snapshot("w")
 	warm.c.CloseRead(context.Background()) // answers pings
-	var settle func()
-	if pinged {
-		settle = func() {
-			// Each socket arms a ping and a re-authorization timer, and
-			// re-arms each once its pass is done.
-			// Done when they are all armed again and the workers have
-			// exited.
-			armed, g := clk.Waiters(), runtime.NumGoroutine()
-			clk.Step(ts.opts.PingInterval)
-			err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, time.Minute, true,
-				func(context.Context) (bool, error) {
-					return clk.Waiters() == armed && runtime.NumGoroutine() <= g, nil
-				})
-			if err != nil {
-				b.Fatalf("after a keepalive round: %d of %d timers armed, %d goroutines (before: %d)",
-					clk.Waiters(), armed, runtime.NumGoroutine(), g)
+	settle := func() {
+		// The writers that sent the snapshots exit once their coalescing
+		// delay has passed with nothing more to send.
+		writing := func() (n int) {
+			ts.mu.Lock()
+			defer ts.mu.Unlock()
+			for s := range ts.sockets {
+				if s.writer.Load() != writerIdle {
+					n++
+				}
 			}
+			return n
+		}
+		err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, time.Minute, true,
+			func(context.Context) (bool, error) { return writing() == 0, nil })
+		if err != nil {
+			b.Fatalf("%d writers still running", writing())
+		}
+		if !pinged {
+			return
+		}
+		// Each socket arms a ping and a re-authorization timer, and
+		// re-arms each once its pass is done.
+		// Done when they are all armed again and the workers have
+		// exited.
+		armed, g := clk.Waiters(), runtime.NumGoroutine()
+		clk.Step(ts.opts.PingInterval)
+		err = wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, time.Minute, true,
+			func(context.Context) (bool, error) {
+				return clk.Waiters() == armed && runtime.NumGoroutine() <= g, nil
+			})
+		if err != nil {
+			b.Fatalf("after a keepalive round: %d of %d timers armed, %d goroutines (before: %d)",
+				clk.Waiters(), armed, runtime.NumGoroutine(), g)
 		}
 	}
 	measureIdle(b, ts.url, ns, func() int { return ts.Sockets() - 1 }, settle)

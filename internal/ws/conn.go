@@ -3,9 +3,13 @@ package ws
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"net"
 	"net/http"
+	"sync"
 	"syscall"
+
+	"github.com/coder/websocket"
 )
 
 // Buffer sizes of a socket's connection. net/http hands a hijacked
@@ -16,12 +20,13 @@ import (
 // Client messages are small requests (a subscribe frame is about 200
 // bytes), and a read larger than the buffer bypasses it.
 //
-// A server message is written as its frame header followed by the payload:
-// one write syscall when both fit in the buffer, two otherwise (the
-// buffered part, then the rest of the payload directly, without copying).
-// With 4 KiB most single-object events of ConfigMap-sized objects take one
-// syscall; with 1 KiB those between 1 and 4 KiB take two. Pods (about 7 KB)
-// and batches take two either way.
+// coder/websocket writes a server message as its frame header into the
+// write buffer, then the payload: one write call when both fit in the
+// buffer, two otherwise (the full buffer, then the rest of the payload
+// directly, without copying). netConn.writeMessage joins those two into
+// one writev, so every data message costs one syscall on TCP whatever
+// its size (more only when the kernel's send buffer cannot take it all
+// at once), without a buffer any larger.
 const (
 	readBufferSize  = 512
 	writeBufferSize = 1 << 10
@@ -66,6 +71,117 @@ type netConn struct {
 	early []byte
 	br    *bufio.Reader   // the buffered reader over this connection
 	raw   syscall.RawConn // nil where waitReadable cannot wait
+
+	// wmu guards msgLeft and held. Writes come from whichever goroutine
+	// holds websocket.Conn's frame lock (the writer, a ping, the reader's
+	// pong); writeMessage sets msgLeft outside that lock.
+	wmu sync.Mutex
+	// msgLeft counts the bytes of the data message being written (its
+	// frame header and payload) that Write has not been given yet; 0
+	// outside writeMessage.
+	msgLeft int
+	// held is what Write took but has not sent yet: the start of the
+	// message, to go out in one writev with its end. nil when empty; it
+	// comes from heldPool so that idle sockets hold none.
+	held *[]byte
+}
+
+// heldPool holds the buffers of netConn.held: the write buffer's worth
+// of a message's start, and any control frame queued before it.
+var heldPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, writeBufferSize)
+	return &b
+}}
+
+// writeMessage writes msg as one text message on ws, the websocket.Conn
+// over c, in one writev.
+//
+// coder/websocket hands a message larger than its write buffer to Write
+// in two parts: the full buffer (the frame header and the payload's
+// start), then the rest of the payload straight from msg. Knowing the
+// frame's length, Write holds the first part back and sends it together
+// with the last.
+func (c *netConn) writeMessage(ws *websocket.Conn, msg []byte) error {
+	c.beginMessage(frameHeaderLen(len(msg)) + len(msg))
+	err := ws.Write(context.Background(), websocket.MessageText, msg)
+	if eerr := c.endMessage(); err == nil {
+		err = eerr
+	}
+	return err
+}
+
+// beginMessage tells Write that the next n bytes it is given make one
+// message. Whatever Write takes until then (a control frame written
+// meanwhile included) is sent in the order taken, at the latest by
+// endMessage.
+func (c *netConn) beginMessage(n int) {
+	c.wmu.Lock()
+	c.msgLeft = n
+	c.wmu.Unlock()
+}
+
+// endMessage sends what Write still holds: nothing, unless the message
+// was cut short (a failed write) or framed otherwise than frameHeaderLen
+// expects.
+func (c *netConn) endMessage() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.msgLeft = 0
+	if c.held == nil {
+		return nil
+	}
+	_, err := c.writeHeld(nil)
+	return err
+}
+
+// frameHeaderLen is the length of an unmasked (server) frame header for
+// a payload of n bytes (RFC 6455, section 5.2).
+func frameHeaderLen(n int) int {
+	switch {
+	case n <= 125:
+		return 2
+	case n <= 1<<16-1:
+		return 4
+	}
+	return 10
+}
+
+// Write writes p, or during writeMessage holds it back until the
+// message's last bytes arrive and sends everything held with them.
+func (c *netConn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.msgLeft == 0 {
+		return c.Conn.Write(p)
+	}
+	if len(p) < c.msgLeft {
+		c.msgLeft -= len(p)
+		if c.held == nil {
+			c.held = heldPool.Get().(*[]byte)
+		}
+		*c.held = append(*c.held, p...)
+		return len(p), nil
+	}
+	c.msgLeft = 0
+	if c.held == nil {
+		return c.Conn.Write(p) // the whole message fitted in the buffer
+	}
+	return c.writeHeld(p)
+}
+
+// writeHeld writes what is held, then p, in one writev where the
+// connection supports it (TCP), and returns how many bytes of p were
+// written. Caller must hold c.wmu.
+func (c *netConn) writeHeld(p []byte) (int, error) {
+	held := *c.held
+	bufs := net.Buffers{held, p}
+	n, err := bufs.WriteTo(c.Conn)
+	*c.held = held[:0]
+	if cap(held) <= 4*writeBufferSize {
+		heldPool.Put(c.held)
+	}
+	c.held = nil
+	return max(int(n)-len(held), 0), err
 }
 
 // buffered reports whether reads would return bytes already received.

@@ -301,6 +301,15 @@ var eventPrefix = [...]string{
 	informer.Sync:     `{"type":"SYNC","id":`,
 }
 
+// Pieces of event frames, shared by appendEvent and eventLen.
+const (
+	rvField           = `,"rv":"`
+	objectField       = `","object":`
+	endOfSnapshotHead = `{"type":"END_OF_SNAPSHOT","id":`
+	resetHead         = `{"type":"RESET","id":`
+	resetOverflowTail = `,"reason":"` + resetOverflow + `"}`
+)
+
 // appendEvent appends the frame for one notification to buf. Objects are
 // copied from their cached JSON, never re-encoded.
 func appendEvent(buf, qid []byte, n *informer.Notification) []byte {
@@ -308,23 +317,39 @@ func appendEvent(buf, qid []byte, n *informer.Notification) []byte {
 	case informer.Added, informer.Modified, informer.Deleted, informer.Sync:
 		buf = append(buf, eventPrefix[n.Type]...)
 		buf = append(buf, qid...)
-		buf = append(buf, `,"rv":"`...)
+		buf = append(buf, rvField...)
 		buf = appendRV(buf, n)
-		buf = append(buf, `","object":`...)
+		buf = append(buf, objectField...)
 		buf = append(buf, n.Object.Raw...)
 		return append(buf, '}')
 	case informer.EndOfSnapshot:
-		buf = append(buf, `{"type":"END_OF_SNAPSHOT","id":`...)
+		buf = append(buf, endOfSnapshotHead...)
 		buf = append(buf, qid...)
-		buf = append(buf, `,"rv":"`...)
+		buf = append(buf, rvField...)
 		buf = strconv.AppendUint(buf, n.RV, 10)
 		return append(buf, `"}`...)
 	case informer.Reset:
-		buf = append(buf, `{"type":"RESET","id":`...)
+		buf = append(buf, resetHead...)
 		buf = append(buf, qid...)
-		return append(buf, `,"reason":"`+resetOverflow+`"}`...)
+		return append(buf, resetOverflowTail...)
 	}
 	return buf
+}
+
+// eventLen is the length of the frame appendEvent appends, known before
+// it is built so that the writer can tell whether it fits in a batch.
+func eventLen(qid []byte, n *informer.Notification) int {
+	var digits [20]byte
+	switch n.Type {
+	case informer.Added, informer.Modified, informer.Deleted, informer.Sync:
+		return len(eventPrefix[n.Type]) + len(qid) + len(rvField) + len(appendRV(digits[:0], n)) +
+			len(objectField) + len(n.Object.Raw) + 1
+	case informer.EndOfSnapshot:
+		return len(endOfSnapshotHead) + len(qid) + len(rvField) + len(strconv.AppendUint(digits[:0], n.RV, 10)) + 2
+	case informer.Reset:
+		return len(resetHead) + len(qid) + len(resetOverflowTail)
+	}
+	return 0
 }
 
 func appendRV(buf []byte, n *informer.Notification) []byte {
@@ -345,11 +370,21 @@ type batch struct {
 	count int
 }
 
-const batchPrefix = `{"type":"batch","events":[`
+const (
+	batchPrefix = `{"type":"batch","events":[`
+	batchSuffix = `]}`
+)
 
 func (b *batch) reset() {
 	b.buf = append(b.buf[:0], batchPrefix...)
 	b.count = 0
+}
+
+// fits reports whether a frame of n bytes can join the batch without
+// making its message longer than max. Any frame fits an empty batch: a
+// frame alone is sent as it is, whatever its size.
+func (b *batch) fits(n, max int) bool {
+	return b.count == 0 || len(b.buf)+len(",")+n+len(batchSuffix) <= max
 }
 
 // begin prepares to append one frame to b.buf.
@@ -366,14 +401,11 @@ func (b *batch) add(frame []byte) {
 	b.buf = append(b.buf, frame...)
 }
 
-// size is the length of the frame bytes held.
-func (b *batch) size() int { return len(b.buf) - len(batchPrefix) }
-
 // message returns the message to send: the lone frame, or the batch.
 func (b *batch) message() []byte {
 	if b.count == 1 {
 		return b.buf[len(batchPrefix):]
 	}
-	b.buf = append(b.buf, ']', '}')
+	b.buf = append(b.buf, batchSuffix...)
 	return b.buf
 }

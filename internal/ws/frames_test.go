@@ -144,6 +144,29 @@ func TestEventFramesAreValidJSON(t *testing.T) {
 	}
 }
 
+// TestEventLen: the writer sizes each frame before building it, so
+// eventLen must agree with appendEvent for every kind of notification.
+func TestEventLen(t *testing.T) {
+	obj := &informer.Object{Raw: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}`), RV: 7}
+	odd := &informer.Object{Raw: obj.Raw}
+	odd.ResourceVersion = "not \"numeric\"\n"
+	for _, qid := range [][]byte{quoteID("s"), quoteID("id \"with\" quotes\n")} {
+		for _, n := range []informer.Notification{
+			{Type: informer.Added, Object: obj, RV: 7},
+			{Type: informer.Modified, Object: obj, RV: 1<<64 - 1},
+			{Type: informer.Deleted, Object: obj, RV: 123456789},
+			{Type: informer.Sync, Object: odd},
+			{Type: informer.EndOfSnapshot, RV: 9},
+			{Type: informer.EndOfSnapshot},
+			{Type: informer.Reset},
+		} {
+			if got, want := eventLen(qid, &n), len(appendEvent(nil, qid, &n)); got != want {
+				t.Errorf("eventLen(%s, %v rv %d) = %d, want %d", qid, n.Type, n.RV, got, want)
+			}
+		}
+	}
+}
+
 // BenchmarkAppendEvent measures framing one event of a 2 KiB object, the
 // per-socket cost of a delivery.
 func BenchmarkAppendEvent(b *testing.B) {
@@ -154,7 +177,7 @@ func BenchmarkAppendEvent(b *testing.B) {
 	bt.reset()
 	b.SetBytes(int64(len(raw)))
 	for b.Loop() {
-		if bt.size() > 256<<10 {
+		if len(bt.buf) > 256<<10 {
 			bt.reset()
 		}
 		bt.begin()

@@ -21,6 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"kubegate/internal/auth"
 	"kubegate/internal/informer"
@@ -327,4 +329,60 @@ func counterValue(c prometheus.Metric) float64 {
 		return m.Gauge.GetValue()
 	}
 	return m.Counter.GetValue()
+}
+
+// fakeClock is a clocktesting.FakeClock for a socket's timers, which a
+// test steps by hand. Two things differ:
+//
+//   - Its AfterFunc timers can be Reset after they fired, as the socket
+//     re-arms its ping and re-authorization timers. FakeClock sends each
+//     firing's time on the timer's channel, of capacity one, even for
+//     AfterFunc timers, whose channel nobody reads: the second firing of
+//     a timer Reset after the first would block Step forever.
+//   - With realDelays, NewTimer runs in real time. The socket uses
+//     NewTimer only for its writer's coalescing delay, so writers go on
+//     sending (and exit) as in a gateway while the test steps keepalive
+//     and re-authorization.
+type fakeClock struct {
+	*clocktesting.FakeClock
+	realDelays bool
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{FakeClock: clocktesting.NewFakeClock(time.Now())} }
+
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	return drainingTimer{c.FakeClock.AfterFunc(d, f)}
+}
+
+func (c *fakeClock) NewTimer(d time.Duration) clock.Timer {
+	if c.realDelays {
+		return clock.RealClock{}.NewTimer(d)
+	}
+	return c.FakeClock.NewTimer(d)
+}
+
+// stepArmed advances the clock by d once at least armed timers wait on
+// it. A pass that re-arms its timer when done (keepalive,
+// re-authorization) has then finished, so the step is not lost on a
+// timer that is not armed yet.
+func (c *fakeClock) stepArmed(t *testing.T, armed int, d time.Duration) {
+	t.Helper()
+	c.waitArmed(t, armed)
+	c.Step(d)
+}
+
+// waitArmed returns once at least armed timers wait on the clock.
+func (c *fakeClock) waitArmed(t *testing.T, armed int) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%d timers to be armed", armed), func() bool { return c.Waiters() >= armed })
+}
+
+type drainingTimer struct{ clock.Timer }
+
+func (t drainingTimer) Reset(d time.Duration) bool {
+	select {
+	case <-t.C():
+	default:
+	}
+	return t.Timer.Reset(d)
 }

@@ -1,0 +1,130 @@
+// recheck.go holds the periodic re-authorization of a socket's
+// subscriptions.
+
+package ws
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kubegate/internal/apistatus"
+	"kubegate/internal/auth"
+)
+
+// recheckTimeout bounds one re-authorization of one subscription.
+const recheckTimeout = 30 * time.Second
+
+// recheckPass is the re-authorization worker: one pass, then it arms
+// the next.
+func (s *socket) recheckPass() {
+	s.recheck()
+	if s.ctx.Err() == nil {
+		s.recheckTimer.Reset(s.opts.RecheckInterval)
+	}
+}
+
+// recheck asks the Authorizer again for every active subscription. A
+// denied subscription ends with a 403 error frame; one whose namespace set
+// changed restarts under the new set behind a RESET. One whose re-check
+// could not be made (the apiserver is unreachable) goes on for
+// RecheckGrace since it was last authorized, then ends with 503.
+func (s *socket) recheck() {
+	s.mu.Lock()
+	subs := make([]*subscription, 0, len(s.subs))
+	for _, sub := range s.subs {
+		if sub.l != nil {
+			subs = append(subs, sub)
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(subs, func(a, b *subscription) int { return cmpString(a.id, b.id) })
+
+	for _, sub := range subs {
+		if s.ctx.Err() != nil {
+			return
+		}
+		// A bound well above the authorizer's own review timeout: a slow
+		// answer delays the next pass (one runs at a time) rather than
+		// ending the subscription early.
+		ctx, cancel := context.WithTimeout(s.ctx, recheckTimeout)
+		dec, err := s.authorize(ctx, sub.info, sub.req.Namespace)
+		cancel()
+		if s.ctx.Err() != nil {
+			return
+		}
+		ends := sub.recheck.Ends(err)
+		switch {
+		case err != nil && !ends:
+			if sub.recheck.FirstDeferred() {
+				s.log(zapcore.WarnLevel, "re-authorization could not be made; the subscription goes on for the grace",
+					zap.String("id", sub.id), zap.Duration("grace", sub.recheck.Grace()), zap.Error(err))
+			}
+		case err != nil:
+			st := apistatus.FromError(err)
+			if apistatus.Internal(st) {
+				s.log(zapcore.WarnLevel, "re-authorization failed; ending subscription", zap.String("id", sub.id), zap.Error(err))
+			}
+			s.end(sub, st)
+		case !dec.Equal(sub.decision):
+			s.restart(sub, dec)
+		}
+	}
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// end removes an active subscription with an error frame marked ended.
+func (s *socket) end(sub *subscription, st *metav1.Status) {
+	s.mu.Lock()
+	if s.subs[sub.id] != sub {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.subs, sub.id)
+	s.enqueueLocked(encodeError(sub.id, "", true, st))
+	s.mu.Unlock()
+	sub.l.Stop()
+	s.srv.metrics.subscriptions.Dec()
+	s.srv.metrics.clientErrors.WithLabelValues(strconv.Itoa(int(st.Code))).Inc()
+	s.signal()
+}
+
+// restart replaces sub by a subscription under a new decision: RESET, then
+// a fresh snapshot.
+func (s *socket) restart(sub *subscription, dec auth.Decision) {
+	next := *sub
+	next.decision = dec
+	l, err := s.listen(sub.res, sub.filter, dec, sub.req, "", true)
+	if err != nil {
+		s.end(sub, apistatus.FromError(err))
+		return
+	}
+	next.l = l
+	s.mu.Lock()
+	if s.subs[sub.id] != sub {
+		s.mu.Unlock()
+		l.Stop()
+		return
+	}
+	s.subs[sub.id] = &next
+	s.enqueueLocked(encodeReset(sub.id, resetReauthorized))
+	s.mu.Unlock()
+	sub.l.Stop()
+	s.srv.metrics.resets.WithLabelValues(resetReauthorized).Inc()
+	s.log(zapcore.InfoLevel, "authorization changed; restarting subscription", zap.String("id", sub.id))
+	s.signal()
+}
