@@ -155,16 +155,25 @@ func (l *fakeListener) push(ns ...informer.Notification) {
 	l.wake()
 }
 
-func (l *fakeListener) Pop(buf []informer.Notification) []informer.Notification {
+func (l *fakeListener) PopAtMost(buf []informer.Notification, limit int) []informer.Notification {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	buf = append(buf, l.pending...)
-	clear(l.pending)
-	l.pending = l.pending[:0]
+	n := len(l.pending)
+	if limit > 0 {
+		n = min(n, limit)
+	}
+	buf = append(buf, l.pending[:n]...)
+	l.pending = append(l.pending[:0], l.pending[n:]...)
 	return buf
 }
 
 func (l *fakeListener) Stop() {}
+
+func (l *fakeListener) pendingLen() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.pending)
+}
 
 // pipeClient is the client's end of a socket. It reads every message as
 // it arrives and keeps it with its (bubble) arrival time.

@@ -100,11 +100,12 @@ type socket struct {
 	pingTimer, recheckTimer clock.Timer
 
 	// Writer-owned (one writer at a time; writerIdle orders them).
-	// resetStreak counts flushes carrying an overflow RESET since the last
-	// one that delivered changes without one.
+	// resetStreak counts overflow RESETs since the last flush that
+	// delivered changes without one.
 	sc          *scratch // set during a flush
 	resetStreak int
 	wrote       bool // the current flush has written a message
+	more        bool // the current flush left notifications in a listener
 }
 
 func newSocket(srv *Server, c *websocket.Conn, nc *netConn, u *auth.User, client string) *socket {

@@ -43,7 +43,7 @@ type subscription struct {
 // *informer.Listener: the writer pops it and the socket stops it. Tests
 // put a fake in its place to feed a socket without an apiserver.
 type listener interface {
-	Pop(buf []informer.Notification) []informer.Notification
+	PopAtMost(buf []informer.Notification, limit int) []informer.Notification
 	Stop()
 }
 

@@ -38,6 +38,9 @@ type scratch struct {
 	batch  batch
 	notes  []informer.Notification
 	active []*subscription
+	// What the flush in progress popped.
+	popped int
+	resets int // overflow RESETs
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -139,11 +142,14 @@ func (s *socket) write() {
 			return
 		default:
 		}
-		s.wrote = false
+		s.wrote, s.more = false, false
 		if err := s.flush(); err != nil {
 			s.cancel()
 			_ = s.conn.CloseNow() // ends the reader, which frees the socket
 			return
+		}
+		if s.more {
+			continue // a listener holds more than one flush takes
 		}
 		if !s.wrote || s.opts.coalesce <= 0 {
 			if s.writer.CompareAndSwap(writerRunning, writerIdle) {
@@ -213,38 +219,58 @@ func (s *socket) flush() error {
 			return err
 		}
 	}
-	overflowed, popped := false, 0
+	s.sc.resets, s.sc.popped = 0, 0
 	for _, sub := range s.sc.active {
-		s.sc.notes = sub.l.Pop(s.sc.notes[:0])
-		popped += len(s.sc.notes)
-		for i := range s.sc.notes {
-			n := &s.sc.notes[i]
-			if n.Type == informer.Reset {
-				overflowed = true
-				s.srv.metrics.resets.WithLabelValues(resetOverflow).Inc()
-			}
-			if err := s.makeRoom(eventLen(sub.qid, n)); err != nil {
-				return err
-			}
-			s.sc.batch.begin()
-			s.sc.batch.buf = appendEvent(s.sc.batch.buf, sub.qid, n)
-		}
+		s.sc.notes = sub.l.PopAtMost(s.sc.notes[:0], popChunk)
+		s.more = s.more || len(s.sc.notes) == popChunk
+		err := s.encodeNotes(sub, s.sc.notes)
 		clear(s.sc.notes) // drop object references before the next pop
+		if err != nil {
+			return err
+		}
 	}
 	if err := s.writeBatch(); err != nil {
 		return err
 	}
-	if !overflowed {
-		if popped > 0 {
+	if s.sc.resets == 0 {
+		if s.sc.popped > 0 {
 			s.resetStreak = 0 // delivered changes without overflowing: caught up
 		}
 		return nil
 	}
-	if s.resetStreak++; s.resetStreak >= s.opts.MaxSlowResets {
+	// A flush drains its listeners until they are empty, so one that fell
+	// behind while it wrote pops several RESETs: each counts.
+	if s.resetStreak += s.sc.resets; s.resetStreak >= s.opts.MaxSlowResets {
 		s.closeReason.CompareAndSwap(nil, ptr(closeSlowConsumer))
 		s.log(zapcore.InfoLevel, "closing slow consumer", zap.Int("resets", s.resetStreak))
 		s.close(4001, "slow consumer: fell behind "+strconv.Itoa(s.resetStreak)+" times in a row")
 		return errors.New("slow consumer")
+	}
+	return nil
+}
+
+// popChunk bounds the notifications a flush takes from one listener, so
+// a snapshot of any size passes through the writer's batch a chunk at a
+// time rather than being popped whole first. A flush that leaves more
+// behind is followed by another at once, which takes the control frames
+// queued meanwhile first.
+const popChunk = 256
+
+// encodeNotes appends the frames of notifications popped from sub,
+// writing the batch whenever it is full.
+func (s *socket) encodeNotes(sub *subscription, ns []informer.Notification) error {
+	s.sc.popped += len(ns)
+	for i := range ns {
+		n := &ns[i]
+		if n.Type == informer.Reset {
+			s.sc.resets++
+			s.srv.metrics.resets.WithLabelValues(resetOverflow).Inc()
+		}
+		if err := s.makeRoom(eventLen(sub.qid, n)); err != nil {
+			return err
+		}
+		s.sc.batch.begin()
+		s.sc.batch.buf = appendEvent(s.sc.batch.buf, sub.qid, n)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package ws
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -299,4 +300,52 @@ func expectMessages(t *testing.T, c *pipeClient, want ...message) {
 	if t.Failed() {
 		t.FailNow()
 	}
+}
+
+// TestFlushTakesABacklogInChunks: a backlog larger than one flush takes
+// (a large snapshot) is popped a chunk at a time and all of it is sent,
+// in order, without another wake.
+func TestFlushTakesABacklogInChunks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		off := time.Duration(0)
+		ps := startPipeServer(t, func(o *Options) { o.CoalesceDelay = &off })
+		c, sock := ps.dial(t)
+		fl := sock.subscribeFake("s")
+		const n = 3*popChunk + 10
+		var ns []informer.Notification
+		for rv := range uint64(n) {
+			ns = append(ns, smallEvent(rv+1))
+		}
+		fl.push(ns...)
+		synctest.Wait()
+		var got []string
+		for _, m := range c.received() {
+			var f struct {
+				Type   string
+				Events []struct{ RV string }
+				RV     string
+			}
+			if err := json.Unmarshal(m.data, &f); err != nil {
+				t.Fatal(err)
+			}
+			if f.Type != "batch" {
+				got = append(got, f.RV)
+				continue
+			}
+			for _, e := range f.Events {
+				got = append(got, e.RV)
+			}
+		}
+		if len(got) != n {
+			t.Fatalf("%d events sent, want %d", len(got), n)
+		}
+		for i, rv := range got {
+			if rv != strconv.Itoa(i+1) {
+				t.Fatalf("event %d has rv %s, want %d", i, rv, i+1)
+			}
+		}
+		if fl.pendingLen() != 0 {
+			t.Fatalf("%d left in the listener", fl.pendingLen())
+		}
+	})
 }
