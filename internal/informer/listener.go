@@ -451,8 +451,8 @@ func (l *Listener) PopAtMost(buf []Notification, limit int) []Notification {
 	return buf
 }
 
-// Drain is the consumer's side of the listener, shared by every sink: it
-// pops what is pending in chunks of at most chunk notifications (0: all
+// Drain is a consumer's loop for a sink that writes as it pops (a REST
+// watch): it pops what is pending in chunks of at most chunk notifications (0: all
 // at once) and hands each chunk to fn, until nothing is pending or fn
 // fails. A snapshot of any size thus passes through a bounded buffer. buf
 // is scratch memory, returned for reuse; fn must not keep the slice, and
