@@ -22,6 +22,9 @@ import (
 )
 
 func main() {
+	// The broad scenario starts its floor (a minimal WebSocket writer) as
+	// this executable again.
+	bench.RunFloorIfAsked()
 	var (
 		o       bench.Options
 		scen    string

@@ -13,6 +13,7 @@ func TestTableRatios(t *testing.T) {
 		{"broad", ArmGateway, "missed", "count", 0},
 		{"broad", ArmJSON, "missed", "count", 0},
 		{"broad", ArmBench + " (" + ArmGateway + ")", "bench CPU", "s", 1.5},
+		{"broad", ArmFloor, "latency p99", "ms", 2},
 		{"coldstart", ArmGateway, "time to ready", "ms", 900},
 	}
 	var b strings.Builder
@@ -22,6 +23,7 @@ func TestTableRatios(t *testing.T) {
 		"| broad | latency p99 | ms | 5.00 | apiserver/json | 10.00 | 0.50 |",
 		"| broad | latency p99 | ms | 5.00 | apiserver/proto | -1.00 | - |", // no ratio of a negative value
 		"| broad | missed | count | 0 | apiserver/json | 0 | = |",
+		"| broad | latency p99 | ms | 5.00 | floor | 2.00 | 2.50 |", // the floor is a reference too
 		"| broad | bench CPU | s | - | bench (gateway) | 1.50 | - |",
 		"| coldstart | time to ready | ms | 900.0 | - | - | - |",
 	} {
@@ -39,10 +41,12 @@ func TestGoals(t *testing.T) {
 		{"broad", ArmJSON, "latency p99", "ms", 30},
 		{"broad", ArmJSON, "missed", "count", 2},
 		{"broad", ArmJSON, "subscribers cut off", "count", 1},
+		{"broad", ArmFloor, "CPU per 1000 deliveries", "s", 0.025},
 		{"burst", ArmGateway, "duplicated", "count", 3},
 	}
 	got := strings.Join(Goals(figs), "\n")
 	for _, want := range []string{
+		"1.5x the floor's (the same frames from a plain loop): 0.030 s vs 0.025 s per 1000 = 1.20x, met",
 		"0.60x, MISSED by 20% (1.20x the target ratio)",
 		"p99 latency <= apiserver/json's: 20.0 ms vs 30.0 ms, met",
 		"zero missed or duplicated events in every scenario (gateway): MISSED: burst/gateway/duplicated=3",

@@ -47,6 +47,13 @@ func Goals(figs []Figure) []string {
 				api, gw99, a99, verdict(gw99 <= a99, fmt.Sprintf("%.1f ms", gw99-a99))))
 		}
 	}
+	if gw, ok1 := get("broad", ArmGateway, "CPU per 1000 deliveries"); ok1 {
+		if fl, ok2 := get("broad", ArmFloor, "CPU per 1000 deliveries"); ok2 && fl > 0 {
+			r := gw / fl
+			lines = append(lines, fmt.Sprintf("goal: broad fan-out CPU per delivery <= 1.5x the floor's (the same frames from a plain loop): %.3f s vs %.3f s per 1000 = %.2fx, %s",
+				gw, fl, r, verdict(r <= 1.5, fmt.Sprintf("%.0f%% (%.2fx the target ratio)", (r/1.5-1)*100, r/1.5))))
+		}
+	}
 	if f, ok := find("idle", ArmGateway, "RSS per idle subscriber"); ok {
 		lines = append(lines, fmt.Sprintf("goal: %s <= 16 KiB: %.1f KiB, %s", f.Metric, f.Value, verdict(f.Value <= 16, fmt.Sprintf("%.1f KiB", f.Value-16))))
 	}
@@ -120,7 +127,7 @@ func Goals(figs []Figure) []string {
 	// The goal is the gateway's. kube-apiserver ends watches that fall too
 	// far behind (a client would relist), and their lost events count as
 	// missed on its arms: that is reported, but it is not the gateway's.
-	var gwBad, apiBad []string
+	var gwBad, apiBad, floorBad []string
 	for _, f := range figs {
 		if !strings.HasPrefix(f.Metric, "missed") && !strings.HasPrefix(f.Metric, "duplicated") && !strings.HasPrefix(f.Metric, "out of order") {
 			continue
@@ -129,10 +136,13 @@ func Goals(figs []Figure) []string {
 			continue
 		}
 		w := fmt.Sprintf("%s/%s/%s=%.0f", f.Scenario, f.Arm, f.Metric, f.Value)
-		if f.Arm == ArmGateway {
+		switch {
+		case f.Arm == ArmGateway:
 			gwBad = append(gwBad, w)
-		} else {
+		case isAPIServer(f.Arm):
 			apiBad = append(apiBad, w)
+		default:
+			floorBad = append(floorBad, w)
 		}
 	}
 	if len(gwBad) == 0 {
@@ -149,6 +159,10 @@ func Goals(figs []Figure) []string {
 		}
 		lines = append(lines, fmt.Sprintf("note: kube-apiserver arms lost events: %s (%.0f watches ended by kube-apiserver; a client relists)",
 			strings.Join(apiBad, ", "), cut))
+	}
+	if len(floorBad) > 0 {
+		// The floor drops nothing by design: a loss there is the harness's.
+		lines = append(lines, "note: the floor lost events, so its figures do not hold: "+strings.Join(floorBad, ", "))
 	}
 	return append(lines, RESTGoals(figs)...)
 }

@@ -95,7 +95,8 @@ var FullSizes = Sizes{
 	Drain: 120 * time.Second, Settle: 2 * time.Second,
 }
 
-// watchArms builds the three arms: gateway, apiserver/json, apiserver/proto.
+// watchArms builds the arms named: gateway, apiserver/json,
+// apiserver/proto, floor.
 func watchArms(env *Env, z Sizes, which ...string) ([]watchArm, error) {
 	var arms []watchArm
 	for _, w := range which {
@@ -114,6 +115,8 @@ func watchArms(env *Env, z Sizes, which ...string) ([]watchArm, error) {
 				return nil, err
 			}
 			arms = append(arms, a)
+		case ArmFloor:
+			arms = append(arms, newFloorArm(env))
 		}
 	}
 	return arms, nil
@@ -152,7 +155,8 @@ func writeBaseline(ctx context.Context, env *Env, z Sizes, plan UpdatePlan) (api
 // fanoutScenario runs spec on each arm after a no-subscriber baseline.
 // kube-apiserver's CPU per delivery excludes the baseline (the cost of the
 // writes). The gateway's includes all of its CPU: its informer decoding
-// the events is part of what fan-out through it costs.
+// the events is part of what fan-out through it costs. The floor's is its
+// process's, which does nothing else.
 func fanoutScenario(ctx context.Context, env *Env, z Sizes, spec fanoutSpec, arms []string, log io.Writer) ([]Figure, error) {
 	apiBase, gwBase, err := writeBaseline(ctx, env, z, spec.plan)
 	if err != nil {
@@ -167,12 +171,15 @@ func fanoutScenario(ctx context.Context, env *Env, z Sizes, spec fanoutSpec, arm
 	var figs []Figure
 	for _, a := range as {
 		base := time.Duration(0)
-		if a.Name() != ArmGateway {
+		if isAPIServer(a.Name()) {
 			base = apiBase
 		}
 		st, err := runFanout(ctx, env, a, spec, armPID(env, a.Name()), base, log)
 		if err != nil {
 			return figs, err
+		}
+		if f, ok := a.(*floorArm); ok && f.Err() != nil {
+			return figs, f.Err()
 		}
 		fmt.Fprintf(log, "  %s: %d deliveries, missed %d, duplicated %d, out of order %d, cut off %d\n", a.Name(), st.deliveries, st.missed, st.duplicated, st.reordered, st.cutOff)
 		figs = append(figs, st.figures(spec.scenario, a.Name(), spec.metricSuffix)...)
@@ -182,11 +189,16 @@ func fanoutScenario(ctx context.Context, env *Env, z Sizes, spec fanoutSpec, arm
 
 func allArms() []string { return []string{ArmGateway, ArmJSON, ArmProto} }
 
+// scenarioBroad is fan-out to subscribers that all watch everything, on
+// every arm and on the floor (floor.go).
 func scenarioBroad(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]Figure, error) {
+	if raceEnabled {
+		fmt.Fprintln(log, "  the floor runs from this executable, which has the race detector: its CPU is not comparable")
+	}
 	return fanoutScenario(ctx, env, z, fanoutSpec{
 		scenario: "broad", n: z.Broad, drain: z.Drain, perfDir: z.PerfDir,
 		plan: UpdatePlan{Count: int(z.BroadRate * z.Duration.Seconds()), Rate: z.BroadRate},
-	}, allArms(), log)
+	}, append(allArms(), ArmFloor), log)
 }
 
 func scenarioSelective(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]Figure, error) {

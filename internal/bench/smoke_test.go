@@ -13,6 +13,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	RunFloorIfAsked() // the broad scenario's floor runs from this binary
 	goleak.VerifyTestMain(m,
 		// klog's flush daemon, started by client-go.
 		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"))
@@ -117,6 +118,16 @@ func TestSmoke(t *testing.T) {
 			}
 			want(s, ArmBench+" ("+arm+")", "bench CPU")
 		}
+	}
+	// The floor: the same checks as an arm, and it costs CPU.
+	for _, m := range []string{"latency p50", "latency p99", "latency p99.9"} {
+		want("broad", ArmFloor, m)
+	}
+	for _, m := range []string{"latency from send p50", "latency from send p99", "deliveries/s", "peak RSS", "CPU per 1000 deliveries"} {
+		positive("broad", ArmFloor, m)
+	}
+	for _, m := range []string{"missed", "duplicated", "out of order", "subscribers cut off"} {
+		zero("broad", ArmFloor, m)
 	}
 	positive("snapshot", ArmJSON+" watchlist", fmt.Sprintf("time to snapshot of %d pods (median)", pods))
 	for _, s := range []string{"broad", "selective", "burst"} {
