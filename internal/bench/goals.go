@@ -67,7 +67,24 @@ func Goals(figs []Figure) []string {
 		if ok1 && ok2 {
 			cpu = fmt.Sprintf(" (CPU per snapshot: gateway %.1f ms, client %.1f ms)", srv, cli)
 		}
-		lines = append(lines, fmt.Sprintf("goal: %s <= 100 ms: %.1f ms, %s%s", f.Metric, f.Value, verdict(f.Value <= 100, fmt.Sprintf("%.1f ms", f.Value-100)), cpu))
+		var runs []string
+		over := 0
+		for _, r := range figs {
+			if r.Scenario == "snapshot" && r.Arm == ArmGateway && strings.HasPrefix(r.Metric, "time to snapshot of") && strings.Contains(r.Metric, " (run ") {
+				runs = append(runs, fmt.Sprintf("%.0f", r.Value))
+				if r.Value > 100 {
+					over++
+				}
+			}
+		}
+		if len(runs) == 0 {
+			// A run from before the per-run figures: only the median.
+			lines = append(lines, fmt.Sprintf("goal: %s <= 100 ms: %.1f ms, %s%s", f.Metric, f.Value, verdict(f.Value <= 100, fmt.Sprintf("%.1f ms", f.Value-100)), cpu))
+		} else {
+			metric := strings.TrimSuffix(f.Metric, " (median)")
+			lines = append(lines, fmt.Sprintf("goal: %s <= 100 ms in every run: %s ms (median %.1f), %s%s", metric, strings.Join(runs, ", "), f.Value,
+				verdict(over == 0, fmt.Sprintf("%d of %d runs", over, len(runs))), cpu))
+		}
 	}
 	if gw, ok := get("upstream", ArmGateway, "CPU per update, no subscriber"); ok {
 		api, _ := get("upstream", ArmAPIServer, "CPU per update, no subscriber")

@@ -130,6 +130,9 @@ func TestSmoke(t *testing.T) {
 		zero("broad", ArmFloor, m)
 	}
 	positive("snapshot", ArmJSON+" watchlist", fmt.Sprintf("time to snapshot of %d pods (median)", pods))
+	for i := range smokeSizes.Snapshots {
+		positive("snapshot", ArmGateway, fmt.Sprintf("time to snapshot of %d pods (run %d)", pods, i+1))
+	}
 	for _, s := range []string{"broad", "selective", "burst"} {
 		positive(s, ArmGateway, "CPU per 1000 deliveries")
 	}
