@@ -45,9 +45,12 @@ type armStats struct {
 	// before the writer had read the response to its write.
 	latencies []int64
 	// fromSend are receive - sent in ns.
-	fromSend  []int64
-	span      time.Duration
+	fromSend []int64
+	span     time.Duration
+	// serverCPU is the serving process's CPU (less the baseline) over
+	// cpuWall, from just before the first write to the end of the drain.
 	serverCPU time.Duration
+	cpuWall   time.Duration
 	benchCPU  time.Duration
 	peakRSS   int64
 }
@@ -111,6 +114,7 @@ func runFanout(ctx context.Context, env *Env, arm watchArm, spec fanoutSpec, pid
 		arm.Close()
 		return st, err
 	}
+	cpuStart := time.Now()
 	self0, _ := ReadProc(selfPID)
 
 	pods := make([]PodKey, env.Workload.Pods)
@@ -146,6 +150,7 @@ func runFanout(ctx context.Context, env *Env, arm watchArm, spec fanoutSpec, pid
 		return true
 	})
 	cpu1, cpuErr := ReadCPU(pid)
+	st.cpuWall = time.Since(cpuStart)
 	after, err := ReadProc(pid)
 	err = errors.Join(err, cpuErr)
 	self1, _ := ReadProc(selfPID)

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -25,12 +26,7 @@ func Goals(figs []Figure) []string {
 		}
 		return Figure{}, false
 	}
-	verdict := func(ok bool, by string) string {
-		if ok {
-			return "met"
-		}
-		return "MISSED by " + by
-	}
+	verdict := verdictText
 	var lines []string
 	for _, api := range []string{ArmJSON, ArmProto} {
 		gw, ok1 := get("broad", ArmGateway, "CPU per 1000 deliveries")
@@ -110,6 +106,7 @@ func Goals(figs []Figure) []string {
 				ArmProto, gw, a, gw/a, verdict(gw <= a, fmt.Sprintf("%.0f%%", (gw/a-1)*100))))
 		}
 	}
+	lines = append(lines, abuseGoals(get)...)
 	var relistBad []string
 	relistArms := 0
 	for _, f := range figs {
@@ -182,4 +179,55 @@ func Goals(figs []Figure) []string {
 		lines = append(lines, "note: the floor lost events, so its figures do not hold: "+strings.Join(floorBad, ", "))
 	}
 	return append(lines, RESTGoals(figs)...)
+}
+
+// abuseGoals judges the abuse scenario: other subscribers' p99 with the
+// abusive client within the run's own noise, and what its resyncs got
+// within the budget.
+func abuseGoals(get func(scenario, arm, metric string) (float64, bool)) []string {
+	var lines []string
+	before, ok1 := get("abuse", ArmGateway, "latency p99"+abuseBefore)
+	with, ok2 := get("abuse", ArmGateway, "latency p99"+abuseWith)
+	after, ok3 := get("abuse", ArmGateway, "latency p99"+abuseAfter)
+	if ok1 && ok2 && ok3 {
+		// The noise is how far the two phases without the client differ
+		// (at least a tenth of the larger): "unchanged" is within that of
+		// the worse of them.
+		base := max(before, after)
+		allow := max(math.Abs(before-after), 0.1*base)
+		lines = append(lines, fmt.Sprintf("goal: other subscribers' p99 unchanged by an abusive client (within the run's noise): %.1f ms with it, %.1f and %.1f ms without (bound %.1f ms), %s",
+			with, before, after, base+allow, verdictText(with <= base+allow, fmt.Sprintf("%.1f ms", with-base-allow))))
+	}
+	if overall, ok := get("abuse", ArmGateway, "abusive client: resynced objects/s (overall)"); ok {
+		budget, _ := get("abuse", ArmBench, "resync budget checked")
+		rate, steady := get("abuse", ArmGateway, "abusive client: resynced objects/s (steady)")
+		line := fmt.Sprintf("goal: objects resynced to an abusive client <= the resync budget (%.0f/s): ", budget)
+		if steady {
+			line += fmt.Sprintf("%.0f/s steady (%.0f/s overall)", rate, overall)
+		} else {
+			line += fmt.Sprintf("%.0f/s overall", overall)
+		}
+		deferred, counted := get("abuse", ArmGateway, "resyncs deferred (gateway's counter)")
+		if counted {
+			line += fmt.Sprintf(", %.0f resyncs deferred by the gateway", deferred)
+		}
+		if !steady {
+			line += ": not judged, the resyncs seen spanned less than a resync period (lengthen -duration)"
+		} else {
+			// 5% for where the window's ends fall on the resyncs' arrivals.
+			line += ", " + verdictText(rate <= 1.05*budget, fmt.Sprintf("%.0f/s (%.2fx the budget, 5%% allowed)", rate-budget, rate/budget))
+			if counted && deferred == 0 && rate > budget {
+				line += "; the gateway deferred no resync: it bounds no client's resyncs (websocket.resyncBudget)"
+			}
+		}
+		lines = append(lines, line)
+	}
+	return lines
+}
+
+func verdictText(ok bool, by string) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED by " + by
 }

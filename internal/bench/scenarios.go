@@ -60,6 +60,21 @@ type Sizes struct {
 	Relist        int
 	RelistUpdates int
 	RelistRate    float64
+	// Abuse: ordinary subscribers (each watching every Pod) and updates/s
+	// in each phase; AbuseSubscriptions, the abusive client's
+	// subscriptions on its one socket (abuse.go).
+	Abuse              int
+	AbuseRate          float64
+	AbuseSubscriptions int
+	// AbuseResync is the abusive client's resyncPeriod. Below 5s (the
+	// gateway's default cache.minResync, and the protocol's least), the
+	// benchmark gateway's cache.minResync is lowered to it: for the smoke
+	// test, which cannot wait for 5s rounds.
+	AbuseResync time.Duration
+	// ResyncBudget is the per-client resync budget (objects/s) the abuse
+	// scenario's goal holds the gateway to: the default of the gateway's
+	// websocket.resyncBudget. The harness does not configure the gateway's.
+	ResyncBudget float64
 	// Drain bounds the wait for deliveries after the last write.
 	Drain time.Duration
 	// Settle is how long memory is left to settle before RSS is read (idle,
@@ -82,16 +97,19 @@ var DefaultSizes = Sizes{
 	Selective: 1000, SelectiveRate: 100, BurstSubscribers: 100, BurstUpdates: 1000,
 	Slow: 200, SlowRate: 20, Reconnect: 1000, Snapshots: 3, RESTReps: 20, ColdStartPods: 10000,
 	Upstream: 1000, UpstreamRate: 100, Relist: 100, RelistUpdates: 1000, RelistRate: 100,
+	Abuse: 100, AbuseRate: 20, AbuseSubscriptions: 100, AbuseResync: 5 * time.Second, ResyncBudget: 2000,
 	Drain: 60 * time.Second, Settle: 2 * time.Second,
 }
 
 // FullSizes are the full target sizes (idle 5k, broad U=100/s, selective
-// U=500/s, cold start 100k).
+// U=500/s, cold start 100k, abuse with 1k ordinary subscribers at
+// U=100/s).
 var FullSizes = Sizes{
 	Idle: 5000, Broad: 1000, BroadRate: 100, Duration: 30 * time.Second,
 	Selective: 1000, SelectiveRate: 500, BurstSubscribers: 1000, BurstUpdates: 5000,
 	Slow: 1000, SlowRate: 100, Reconnect: 1000, Snapshots: 10, RESTReps: 50, ColdStartPods: 100000,
 	Upstream: 3000, UpstreamRate: 100, Relist: 1000, RelistUpdates: 3000, RelistRate: 100,
+	Abuse: 1000, AbuseRate: 100, AbuseSubscriptions: 100, AbuseResync: 5 * time.Second, ResyncBudget: 2000,
 	Drain: 120 * time.Second, Settle: 2 * time.Second,
 }
 

@@ -36,6 +36,9 @@ var smokeSizes = Sizes{
 	Selective: 8, SelectiveRate: 40, BurstSubscribers: 5, BurstUpdates: 40,
 	Slow: 100, SlowRate: 40, Reconnect: 10, Snapshots: 1, RESTReps: 2, ColdStartPods: 40,
 	Upstream: 20, UpstreamRate: 40, Relist: 4, RelistUpdates: 30, RelistRate: 20,
+	// The gateway checks resyncs once a second, so 1s is the shortest
+	// period that still makes rounds.
+	Abuse: 5, AbuseRate: 40, AbuseSubscriptions: 10, AbuseResync: time.Second,
 	Drain: 30 * time.Second, Settle: 200 * time.Millisecond,
 }
 
@@ -151,6 +154,23 @@ func TestSmoke(t *testing.T) {
 		zero("reconnect", arm, "missed")
 		zero("reconnect", arm, "duplicated")
 	}
+	for _, sfx := range []string{abuseBefore, abuseWith, abuseAfter} {
+		for _, m := range []string{"latency p50", "latency p99", "latency p99.9", "CPU per 1000 deliveries"} {
+			want("abuse", ArmGateway, m+sfx)
+		}
+		positive("abuse", ArmGateway, "latency from send p99"+sfx)
+		positive("abuse", ArmGateway, "CPU used"+sfx)
+		for _, m := range []string{"missed", "duplicated", "out of order", "subscribers cut off"} {
+			zero("abuse", ArmGateway, m+sfx)
+		}
+		want("abuse", ArmBench+" ("+ArmGateway+")", "bench CPU"+sfx)
+	}
+	for _, m := range []string{"resynced objects/s (steady)", "resynced objects/s (overall)", "resyncs started", "live events/s"} {
+		positive("abuse", ArmGateway, "abusive client: "+m)
+	}
+	positive("abuse", ArmGateway, "resyncs delivered (gateway's counter)")
+	want("abuse", ArmGateway, "resyncs deferred (gateway's counter)")
+	positive("abuse", ArmBench, "resync budget checked")
 	zero("reconnect", ArmGateway, "apiserver requests during storm")
 	positive("reconnect", ArmJSON, "apiserver requests during storm")
 	rest := 0
