@@ -271,10 +271,10 @@ func podCount(ctx context.Context, env *Env) (int, error) {
 	return n, nil
 }
 
-// gatewayPodsCounter is the value of one of the gateway's counters
-// labelled with resource="pods"; found is false when the gateway does not
-// export it.
-func gatewayPodsCounter(ctx context.Context, env *Env, name string) (v float64, found bool, err error) {
+// gatewayPodsMetric is the value of one of the gateway's metrics labelled
+// with resource="pods" (a counter or gauge); found is false when the
+// gateway does not export it.
+func gatewayPodsMetric(ctx context.Context, env *Env, name string) (v float64, found bool, err error) {
 	b, err := httpGet(ctx, env.GatewayURL+"/metrics")
 	if err != nil {
 		return 0, false, err
@@ -329,11 +329,11 @@ func scenarioAbuse(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]Fig
 	if err != nil {
 		return figs, err
 	}
-	resyncs0, counted, err := gatewayPodsCounter(ctx, env, "kubegate_listener_resyncs_total")
+	resyncs0, counted, err := gatewayPodsMetric(ctx, env, "kubegate_listener_resyncs_total")
 	if err != nil {
 		return figs, err
 	}
-	deferred0, _, err := gatewayPodsCounter(ctx, env, "kubegate_listener_resyncs_deferred_total")
+	deferred0, _, err := gatewayPodsMetric(ctx, env, "kubegate_listener_resyncs_deferred_total")
 	if err != nil {
 		return figs, err
 	}
@@ -352,8 +352,8 @@ func scenarioAbuse(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]Fig
 		z.AbuseSubscriptions, pods, z.AbuseResync, time.Since(a.start).Round(time.Millisecond))
 	perr := phase(abuseWith)
 	end := time.Now()
-	resyncs1, _, err1 := gatewayPodsCounter(ctx, env, "kubegate_listener_resyncs_total")
-	deferred1, _, err2 := gatewayPodsCounter(ctx, env, "kubegate_listener_resyncs_deferred_total")
+	resyncs1, _, err1 := gatewayPodsMetric(ctx, env, "kubegate_listener_resyncs_total")
+	deferred1, _, err2 := gatewayPodsMetric(ctx, env, "kubegate_listener_resyncs_deferred_total")
 	aerr := a.close()
 	if err := errors.Join(perr, err1, err2, aerr); err != nil {
 		return figs, err

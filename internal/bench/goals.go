@@ -107,6 +107,7 @@ func Goals(figs []Figure) []string {
 		}
 	}
 	lines = append(lines, abuseGoals(get)...)
+	lines = append(lines, watchListGoals(figs)...)
 	var relistBad []string
 	relistArms := 0
 	for _, f := range figs {
@@ -230,4 +231,45 @@ func verdictText(ok bool, by string) string {
 		return "met"
 	}
 	return "MISSED by " + by
+}
+
+// watchListGoals judges the watchlist scenario: at most 1 MiB of extra
+// gateway memory per watch-list client, in Go heap+stacks and in RSS, in
+// each phase; kube-apiserver's figures beside them.
+func watchListGoals(figs []Figure) []string {
+	var lines []string
+	for _, phase := range []struct{ heap, rss, what string }{
+		{"Go heap+stacks per client (", "RSS per client (", "connected at once, snapshots in flight"},
+		{"Go heap+stacks peak per client (", "RSS peak per client (", "at their peak, snapshots read at full speed"},
+	} {
+		var heap, rss, apiHeap, apiRSS *Figure
+		for i := range figs {
+			f := &figs[i]
+			if f.Scenario != "watchlist" {
+				continue
+			}
+			switch {
+			case f.Arm == ArmGateway && strings.HasPrefix(f.Metric, phase.heap):
+				heap = f
+			case f.Arm == ArmGateway && strings.HasPrefix(f.Metric, phase.rss):
+				rss = f
+			case isAPIServer(f.Arm) && strings.HasPrefix(f.Metric, phase.heap):
+				apiHeap = f
+			case isAPIServer(f.Arm) && strings.HasPrefix(f.Metric, phase.rss):
+				apiRSS = f
+			}
+		}
+		if heap == nil || rss == nil {
+			continue
+		}
+		n := strings.TrimSuffix(heap.Metric[strings.LastIndexByte(heap.Metric, '(')+1:], ")")
+		api := ""
+		if apiHeap != nil && apiRSS != nil {
+			api = fmt.Sprintf(" (kube-apiserver: %.0f KiB and %.0f KiB)", apiHeap.Value, apiRSS.Value)
+		}
+		worst := max(heap.Value, rss.Value)
+		lines = append(lines, fmt.Sprintf("goal: extra gateway memory per watch-list client <= 1 MiB, %s (%s): Go heap+stacks %.0f KiB, RSS %.0f KiB, %s%s",
+			n, phase.what, heap.Value, rss.Value, verdictText(worst <= 1024, fmt.Sprintf("%.0f KiB", worst-1024)), api))
+	}
+	return lines
 }

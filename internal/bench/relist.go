@@ -559,7 +559,7 @@ func scenarioRelist(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]Fi
 // found is false when the gateway does not export it (builds before the
 // upstream's rewrite).
 func gatewayRelists(ctx context.Context, env *Env) (n float64, found bool, err error) {
-	return gatewayPodsCounter(ctx, env, "kubegate_cache_relists_total")
+	return gatewayPodsMetric(ctx, env, "kubegate_cache_relists_total")
 }
 
 // etcdPut writes one key through etcd's JSON gateway (/v3/kv/put).

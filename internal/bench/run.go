@@ -29,7 +29,7 @@ type Options struct {
 // DefaultScenarios are the scenarios Run runs when Options.Scenarios is
 // empty.
 // relist restarts kube-apiserver, so it runs last.
-var DefaultScenarios = []string{"setup", "idle", "snapshot", ScenarioREST, "upstream", "broad", "selective", "burst", "slow", "abuse", "reconnect", "coldstart", "relist"}
+var DefaultScenarios = []string{"setup", "idle", "snapshot", ScenarioREST, "upstream", "broad", "selective", "burst", "slow", "abuse", "watchlist", "reconnect", "coldstart", "relist"}
 
 // scenarios maps names to their implementations.
 var scenarios = map[string]func(context.Context, *Env, Sizes, io.Writer) ([]Figure, error){
@@ -44,6 +44,7 @@ var scenarios = map[string]func(context.Context, *Env, Sizes, io.Writer) ([]Figu
 	"burst":     scenarioBurst,
 	"slow":      scenarioSlow,
 	"abuse":     scenarioAbuse,
+	"watchlist": scenarioWatchList,
 	"reconnect": scenarioReconnect,
 	"coldstart": scenarioColdStart,
 	"upstream":  scenarioUpstream,
@@ -92,6 +93,8 @@ func (z Sizes) withDefaults() Sizes {
 	set(&z.AbuseSubscriptions, d.AbuseSubscriptions)
 	setD(&z.AbuseResync, d.AbuseResync)
 	setF(&z.ResyncBudget, d.ResyncBudget)
+	set(&z.WatchList, d.WatchList)
+	set(&z.WatchListReaders, d.WatchListReaders)
 	setD(&z.Drain, d.Drain)
 	setD(&z.Settle, d.Settle)
 	return z

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -71,6 +70,11 @@ type Sizes struct {
 	// benchmark gateway's cache.minResync is lowered to it: for the smoke
 	// test, which cannot wait for 5s rounds.
 	AbuseResync time.Duration
+	// WatchList: REST watch-list clients per server that connect and read
+	// nothing; WatchListReaders: clients per server that read their
+	// snapshots at full speed (watchlist.go).
+	WatchList        int
+	WatchListReaders int
 	// ResyncBudget is the per-client resync budget (objects/s) the abuse
 	// scenario's goal holds the gateway to: the default of the gateway's
 	// websocket.resyncBudget. The harness does not configure the gateway's.
@@ -98,18 +102,20 @@ var DefaultSizes = Sizes{
 	Slow: 200, SlowRate: 20, Reconnect: 1000, Snapshots: 3, RESTReps: 20, ColdStartPods: 10000,
 	Upstream: 1000, UpstreamRate: 100, Relist: 100, RelistUpdates: 1000, RelistRate: 100,
 	Abuse: 100, AbuseRate: 20, AbuseSubscriptions: 100, AbuseResync: 5 * time.Second, ResyncBudget: 2000,
+	WatchList: 100, WatchListReaders: 10,
 	Drain: 60 * time.Second, Settle: 2 * time.Second,
 }
 
 // FullSizes are the full target sizes (idle 5k, broad U=100/s, selective
 // U=500/s, cold start 100k, abuse with 1k ordinary subscribers at
-// U=100/s).
+// U=100/s, 1k stalled and 50 full-speed watch-list clients).
 var FullSizes = Sizes{
 	Idle: 5000, Broad: 1000, BroadRate: 100, Duration: 30 * time.Second,
 	Selective: 1000, SelectiveRate: 500, BurstSubscribers: 1000, BurstUpdates: 5000,
 	Slow: 1000, SlowRate: 100, Reconnect: 1000, Snapshots: 10, RESTReps: 50, ColdStartPods: 100000,
 	Upstream: 3000, UpstreamRate: 100, Relist: 1000, RelistUpdates: 3000, RelistRate: 100,
 	Abuse: 1000, AbuseRate: 100, AbuseSubscriptions: 100, AbuseResync: 5 * time.Second, ResyncBudget: 2000,
+	WatchList: 1000, WatchListReaders: 50,
 	Drain: 120 * time.Second, Settle: 2 * time.Second,
 }
 
@@ -337,13 +343,7 @@ func scenarioIdle(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]Figu
 // does after the workload was created), and shows garbage not yet
 // collected; in-use heap and stacks are closer to what a subscriber holds.
 func goInuse(ctx context.Context, env *Env, arm string) (float64, error) {
-	var b []byte
-	var err error
-	if arm == ArmGateway {
-		b, err = httpGet(ctx, env.GatewayURL+"/metrics")
-	} else {
-		b, err = env.Client().CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	}
+	b, err := metricsOf(ctx, env, arm)
 	if err != nil {
 		return 0, err
 	}
@@ -353,6 +353,15 @@ func goInuse(ctx context.Context, env *Env, arm string) (float64, error) {
 	}
 	stack, err := metricValue(b, "go_memstats_stack_inuse_bytes")
 	return heap + stack, err
+}
+
+// metricsOf is the /metrics of the gateway (for ArmGateway) or of
+// kube-apiserver.
+func metricsOf(ctx context.Context, env *Env, arm string) ([]byte, error) {
+	if arm == ArmGateway {
+		return httpGet(ctx, env.GatewayURL+"/metrics")
+	}
+	return env.Client().CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 }
 
 // metricValue finds an unlabelled metric in Prometheus text format.
@@ -426,7 +435,9 @@ func scenarioSnapshot(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]
 			}
 			return len(l.Items), nil
 		}},
-		{ArmJSON + " watchlist", func(ctx context.Context) (int, error) { return watchListSnapshot(ctx, env, jc) }},
+		{ArmJSON + " watchlist", func(ctx context.Context) (int, error) {
+			return watchListSnapshot(ctx, apiserverWatchListTarget(env, jc))
+		}},
 	}
 	var figs []Figure
 	for _, t := range timers {
@@ -546,48 +557,6 @@ func protoConfig(cfg *rest.Config) *rest.Config {
 	// nothing on loopback, and the gateway does not compress.
 	c.DisableCompression = true
 	return c
-}
-
-// watchListSnapshot is kube-apiserver's streaming list: a watch with
-// sendInitialEvents that ends its initial ADDED events with a bookmark
-// annotated k8s.io/initial-events-end.
-func watchListSnapshot(ctx context.Context, env *Env, client *http.Client) (int, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, env.APIServer.Host+
-		"/api/v1/pods?watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan", nil)
-	req.Header.Set("Authorization", "Bearer "+env.APIServer.BearerToken)
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return 0, fmt.Errorf("%s: %s", resp.Status, b)
-	}
-	br := bufio.NewReaderSize(resp.Body, 64<<10)
-	n := 0
-	for {
-		line, err := br.ReadBytes('\n')
-		if err != nil {
-			return n, err
-		}
-		typ, _, ok := scanWatchEvent(line)
-		if !ok {
-			return n, fmt.Errorf("bad event %.200s", line)
-		}
-		switch string(typ) {
-		case "ADDED":
-			n++
-		case "BOOKMARK":
-			if bytes.Contains(line, []byte(`"k8s.io/initial-events-end":"true"`)) {
-				return n, nil
-			}
-		case "ERROR":
-			return n, fmt.Errorf("watch error: %.300s", line)
-		}
-	}
 }
 
 // apiserverRequests sums kube-apiserver's apiserver_request_total for

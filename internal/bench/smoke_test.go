@@ -39,6 +39,7 @@ var smokeSizes = Sizes{
 	// The gateway checks resyncs once a second, so 1s is the shortest
 	// period that still makes rounds.
 	Abuse: 5, AbuseRate: 40, AbuseSubscriptions: 10, AbuseResync: time.Second,
+	WatchList: 5, WatchListReaders: 2,
 	Drain: 30 * time.Second, Settle: 200 * time.Millisecond,
 }
 
@@ -171,6 +172,26 @@ func TestSmoke(t *testing.T) {
 	positive("abuse", ArmGateway, "resyncs delivered (gateway's counter)")
 	want("abuse", ArmGateway, "resyncs deferred (gateway's counter)")
 	positive("abuse", ArmBench, "resync budget checked")
+	for _, arm := range []string{ArmGateway, ArmJSON} {
+		stalled := fmt.Sprintf("(N=%d stalled)", smokeSizes.WatchList)
+		full := fmt.Sprintf("(N=%d at full speed)", smokeSizes.WatchListReaders)
+		// Memory can shrink over a phase (a collection); allocations and
+		// time cannot.
+		want("watchlist", arm, "Go heap+stacks per client "+stalled)
+		want("watchlist", arm, "RSS per client "+stalled)
+		positive("watchlist", arm, "allocated per client "+stalled)
+		want("watchlist", arm, "Go heap+stacks peak per client "+full)
+		want("watchlist", arm, "RSS peak per client "+full)
+		positive("watchlist", arm, "allocated per client "+full)
+		positive("watchlist", arm, "time until every snapshot is in "+full)
+		positive("watchlist", arm, "server CPU per watch-list "+full)
+		want("watchlist", ArmBench+" ("+arm+")", "client CPU per watch-list "+full)
+		if arm == ArmGateway {
+			if f := want("watchlist", arm, "watches open "+stalled); f.Value != float64(smokeSizes.WatchList) {
+				t.Errorf("watchlist: %v watches open while stalled, want %d", f.Value, smokeSizes.WatchList)
+			}
+		}
+	}
 	zero("reconnect", ArmGateway, "apiserver requests during storm")
 	positive("reconnect", ArmJSON, "apiserver requests during storm")
 	rest := 0
