@@ -179,6 +179,7 @@ func TestSmoke(t *testing.T) {
 		// time cannot.
 		want("watchlist", arm, "Go heap+stacks per client "+stalled)
 		want("watchlist", arm, "RSS per client "+stalled)
+		want("watchlist", arm, "kernel socket buffers per client "+stalled)
 		positive("watchlist", arm, "allocated per client "+stalled)
 		want("watchlist", arm, "Go heap+stacks peak per client "+full)
 		want("watchlist", arm, "RSS peak per client "+full)

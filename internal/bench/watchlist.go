@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -43,8 +46,12 @@ import (
 // a collection during the phase can lower. The log says how many
 // collections ran. The bytes each client made the server allocate
 // (go_memstats_alloc_bytes_total) do not depend on when collections run,
-// and are reported beside them. Neither phase counts data in the kernel's
-// socket buffers, which is not in a process's RSS.
+// and are reported beside them. What a stalled client has not read sits
+// partly in the kernel's socket buffers, which no process's RSS counts;
+// their growth over the stalled phase (/proc/net/sockstat, both ends of
+// every loopback connection, and anything else on the machine using TCP
+// meanwhile) is reported too, as a share of the snapshot that is in
+// flight but not the server's.
 //
 // Each of the gateway's phases runs on a fresh gateway process caching
 // the Pods, as the idle scenario does: the main gateway's heap holds the
@@ -142,6 +149,29 @@ func watchListSnapshot(ctx context.Context, t watchListTarget) (int, error) {
 	return readWatchList(resp.Body)
 }
 
+// tcpMemory is the memory of every TCP socket's buffers in this network
+// namespace (the "mem" pages of /proc/net/sockstat), in bytes: on
+// loopback, both ends of every connection, whoever holds them.
+func tcpMemory() (int64, error) {
+	b, err := os.ReadFile("/proc/net/sockstat")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "TCP:" {
+			continue
+		}
+		for i := 1; i+1 < len(f); i += 2 {
+			if f[i] == "mem" {
+				pages, err := strconv.ParseInt(f[i+1], 10, 64)
+				return pages * int64(os.Getpagesize()), err
+			}
+		}
+	}
+	return 0, errors.New("/proc/net/sockstat: no TCP mem")
+}
+
 // serverMemory is a server's memory at one time.
 type serverMemory struct {
 	rss int64
@@ -222,6 +252,10 @@ func watchListStalled(ctx context.Context, env *Env, t watchListTarget, z Sizes,
 	if err != nil {
 		return nil, err
 	}
+	tcp0, err := tcpMemory()
+	if err != nil {
+		return nil, err
+	}
 	sctx, cancel := context.WithCancel(ctx)
 	var (
 		mu     sync.Mutex // guards bodies
@@ -255,12 +289,17 @@ func watchListStalled(ctx context.Context, env *Env, t watchListTarget, z Sizes,
 	if err != nil {
 		return nil, err
 	}
+	tcp1, err := tcpMemory()
+	if err != nil {
+		return nil, err
+	}
 	held := time.Since(t0)
 	what := fmt.Sprintf("(N=%d stalled)", n)
 	figs := []Figure{
 		{"watchlist", t.arm, "Go heap+stacks per client " + what, "KiB", perClient(m1.inuse, m0.inuse, n)},
 		{"watchlist", t.arm, "RSS per client " + what, "KiB", perClient(float64(m1.rss), float64(m0.rss), n)},
 		{"watchlist", t.arm, "allocated per client " + what, "KiB", perClient(m1.alloc, m0.alloc, n)},
+		{"watchlist", t.arm, "kernel socket buffers per client " + what, "KiB", perClient(float64(tcp1), float64(tcp0), n)},
 	}
 	watches := ""
 	if t.arm == ArmGateway {
@@ -275,9 +314,9 @@ func watchListStalled(ctx context.Context, env *Env, t watchListTarget, z Sizes,
 			figs = append(figs, Figure{"watchlist", t.arm, "watches open " + what, "count", w})
 		}
 	}
-	fmt.Fprintf(log, "  %s: %d stalled watch-lists opened in %v, memory read %v after the first: RSS %.1f -> %.1f MiB, Go heap+stacks %.1f -> %.1f MiB, %.1f MiB allocated, %.0f collections%s\n",
+	fmt.Fprintf(log, "  %s: %d stalled watch-lists opened in %v, memory read %v after the first: RSS %.1f -> %.1f MiB, Go heap+stacks %.1f -> %.1f MiB, %.1f MiB allocated, %.0f collections; TCP buffers %.1f -> %.1f MiB%s\n",
 		t.arm, n, opened.Round(time.Millisecond), held.Round(time.Millisecond), mib(m0.rss), mib(m1.rss),
-		m0.inuse/(1<<20), m1.inuse/(1<<20), (m1.alloc-m0.alloc)/(1<<20), m1.gcs-m0.gcs, watches)
+		m0.inuse/(1<<20), m1.inuse/(1<<20), (m1.alloc-m0.alloc)/(1<<20), m1.gcs-m0.gcs, mib(tcp0), mib(tcp1), watches)
 	// One stream read to its end: a complete watch-list, held back only
 	// by its reader.
 	got, err := readWatchList(bodies[0])
