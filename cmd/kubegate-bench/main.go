@@ -22,6 +22,9 @@ import (
 )
 
 func main() {
+	// The broad scenario starts its floor (a minimal WebSocket writer) as
+	// this executable again.
+	bench.RunFloorIfAsked()
 	var (
 		o       bench.Options
 		scen    string
@@ -36,7 +39,7 @@ func main() {
 	flag.StringVar(&scen, "scenarios", strings.Join(bench.DefaultScenarios, ","), "comma-separated `scenarios` to run")
 	flag.IntVar(&o.Pods, "pods", 10000, "Pods to create (~7 KB JSON each; one ConfigMap per 10 Pods)")
 	flag.IntVar(&o.Namespaces, "namespaces", 100, "namespaces to spread the Pods over (the selective scenario's subscribers each watch one)")
-	flag.BoolVar(&full, "full", false, "use the full target sizes (idle 5k, broad 100/s, selective 500/s, burst of 5k updates to 1k subscribers, cold start 100k Pods, relist with 1k subscribers); explicit size flags still win")
+	flag.BoolVar(&full, "full", false, "use the full target sizes (idle 5k, broad 100/s, selective 500/s, burst of 5k updates to 1k subscribers, cold start 100k Pods, relist with 1k subscribers, abuse with 1k subscribers at 100/s, 1k stalled and 50 full-speed watch-list clients); explicit size flags still win")
 	flag.IntVar(&z.Idle, "idle", d.Idle, "idle: subscribers per arm")
 	flag.IntVar(&z.Broad, "broad", d.Broad, "broad: subscribers per arm, each watching every Pod")
 	flag.Float64Var(&z.BroadRate, "broad-rate", d.BroadRate, "broad: updates per second")
@@ -47,6 +50,13 @@ func main() {
 	flag.IntVar(&z.BurstUpdates, "burst-updates", d.BurstUpdates, "burst: updates written as fast as possible")
 	flag.IntVar(&z.Slow, "slow", d.Slow, "slow: subscribers per arm (1% never read)")
 	flag.Float64Var(&z.SlowRate, "slow-rate", d.SlowRate, "slow: updates per second")
+	flag.IntVar(&z.Abuse, "abuse", d.Abuse, "abuse: ordinary subscribers, each watching every Pod, measured without, with and again without the abusive client")
+	flag.Float64Var(&z.AbuseRate, "abuse-rate", d.AbuseRate, "abuse: updates per second in each phase")
+	flag.IntVar(&z.AbuseSubscriptions, "abuse-subscriptions", d.AbuseSubscriptions, "abuse: the abusive client's subscriptions (one socket, every Pod, resync 5s)")
+	flag.DurationVar(&z.AbuseResync, "abuse-resync", d.AbuseResync, "abuse: the abusive client's resyncPeriod (below 5s, the gateway's cache.minResync is lowered to it)")
+	flag.Float64Var(&z.ResyncBudget, "resync-budget", d.ResyncBudget, "abuse: objects/s the abusive client's resyncs may get (the gateway's websocket.resyncBudget; the harness does not set it)")
+	flag.IntVar(&z.WatchList, "watchlist", d.WatchList, "watchlist: REST watch-list clients per server that connect at once and read nothing (memory per client)")
+	flag.IntVar(&z.WatchListReaders, "watchlist-readers", d.WatchListReaders, "watchlist: REST watch-list clients per server that read their snapshots at full speed, all at once")
 	flag.IntVar(&z.Reconnect, "reconnect", d.Reconnect, "reconnect: subscribers per arm that drop and resume")
 	flag.IntVar(&z.Snapshots, "snapshots", d.Snapshots, "snapshot: new subscribers timed per arm")
 	flag.IntVar(&z.RESTReps, "rest-reps", d.RESTReps, "rest: lists per case and arm")
@@ -82,8 +92,14 @@ func main() {
 			"upstream": func() { z.Upstream = explicit.Upstream }, "upstream-rate": func() { z.UpstreamRate = explicit.UpstreamRate },
 			"relist": func() { z.Relist = explicit.Relist }, "relist-updates": func() { z.RelistUpdates = explicit.RelistUpdates },
 			"relist-rate": func() { z.RelistRate = explicit.RelistRate },
-			"proto-http2": func() { z.ProtoHTTP2 = explicit.ProtoHTTP2 },
-			"perf":        func() { z.PerfDir = explicit.PerfDir },
+			"abuse":       func() { z.Abuse = explicit.Abuse }, "abuse-rate": func() { z.AbuseRate = explicit.AbuseRate },
+			"abuse-subscriptions": func() { z.AbuseSubscriptions = explicit.AbuseSubscriptions },
+			"resync-budget":       func() { z.ResyncBudget = explicit.ResyncBudget },
+			"abuse-resync":        func() { z.AbuseResync = explicit.AbuseResync },
+			"watchlist":           func() { z.WatchList = explicit.WatchList },
+			"watchlist-readers":   func() { z.WatchListReaders = explicit.WatchListReaders },
+			"proto-http2":         func() { z.ProtoHTTP2 = explicit.ProtoHTTP2 },
+			"perf":                func() { z.PerfDir = explicit.PerfDir },
 		}
 		for name, f := range keep {
 			if set[name] {

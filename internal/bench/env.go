@@ -65,6 +65,9 @@ type EnvOptions struct {
 	Pods int
 	// Workers are concurrent create requests. Default 16.
 	Workers int
+	// MinResync, when set, is the gateway's cache.minResync (its default
+	// is 5s).
+	MinResync time.Duration
 	// Log receives progress lines. Default none.
 	Log io.Writer
 }
@@ -133,7 +136,7 @@ func StartEnv(ctx context.Context, o EnvOptions) (*Env, error) {
 		e.Workload.Pods, e.Workload.ConfigMaps, len(e.Namespaces), time.Since(t0).Round(time.Millisecond),
 		e.Workload.PodJSONBytes, e.Workload.PodJSONBytesServed)
 
-	e.gateway, err = StartGateway(ctx, GatewayOptions{Binary: o.GatewayBinary, Kubeconfig: e.Kubeconfig, Dir: dir})
+	e.gateway, err = StartGateway(ctx, GatewayOptions{Binary: o.GatewayBinary, Kubeconfig: e.Kubeconfig, Dir: dir, MinResync: o.MinResync})
 	if err != nil {
 		return nil, err
 	}

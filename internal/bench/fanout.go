@@ -45,19 +45,35 @@ type armStats struct {
 	// before the writer had read the response to its write.
 	latencies []int64
 	// fromSend are receive - sent in ns.
-	fromSend  []int64
-	span      time.Duration
+	fromSend []int64
+	span     time.Duration
+	// serverCPU is the serving process's CPU (less the baseline) over
+	// cpuWall, from just before the first write to the end of the drain.
 	serverCPU time.Duration
+	cpuWall   time.Duration
 	benchCPU  time.Duration
 	peakRSS   int64
+}
+
+// writeObserver is an arm that must be told of every write as it is
+// acknowledged: the floor, which has no watch of its own.
+type writeObserver interface {
+	observe(Write)
+}
+
+// processArm is an arm served by a process of its own (the floor), known
+// once Open has returned.
+type processArm interface {
+	serverPID() int
 }
 
 // runFanout runs spec on arm: opens the subscribers from the current
 // resourceVersion, writes the updates, waits until every healthy subscriber
 // has every write in its scope (or spec.drain passes), then checks and
-// measures. pid is the serving process; baseline is its CPU use for the
-// same writes with no subscribers (subtracted, so kube-apiserver is not
-// charged for handling the writes themselves).
+// measures. pid is the serving process (a processArm's own replaces it);
+// baseline is its CPU use for the same writes with no subscribers
+// (subtracted, so kube-apiserver is not charged for handling the writes
+// themselves).
 func runFanout(ctx context.Context, env *Env, arm watchArm, spec fanoutSpec, pid int, baseline time.Duration, log io.Writer) (armStats, error) {
 	var st armStats
 	subs := make([]*subscriber, spec.n)
@@ -84,6 +100,12 @@ func runFanout(ctx context.Context, env *Env, arm watchArm, spec fanoutSpec, pid
 		return st, fmt.Errorf("%s: open %d subscribers: %w", arm.Name(), spec.n, err)
 	}
 	fmt.Fprintf(log, "  %s: %d subscribers open in %v\n", arm.Name(), spec.n, time.Since(t0).Round(time.Millisecond))
+	if p, ok := arm.(processArm); ok {
+		pid = p.serverPID()
+	}
+	if o, ok := arm.(writeObserver); ok {
+		spec.plan.OnAck = o.observe
+	}
 	_ = ResetPeak(pid)
 	// CPU to the nanosecond: at small sizes a phase costs the gateway
 	// less than one 10 ms tick of utime+stime.
@@ -92,6 +114,7 @@ func runFanout(ctx context.Context, env *Env, arm watchArm, spec fanoutSpec, pid
 		arm.Close()
 		return st, err
 	}
+	cpuStart := time.Now()
 	self0, _ := ReadProc(selfPID)
 
 	pods := make([]PodKey, env.Workload.Pods)
@@ -127,6 +150,7 @@ func runFanout(ctx context.Context, env *Env, arm watchArm, spec fanoutSpec, pid
 		return true
 	})
 	cpu1, cpuErr := ReadCPU(pid)
+	st.cpuWall = time.Since(cpuStart)
 	after, err := ReadProc(pid)
 	err = errors.Join(err, cpuErr)
 	self1, _ := ReadProc(selfPID)

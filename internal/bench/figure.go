@@ -14,13 +14,16 @@ import (
 
 // Arms. The gateway arm is compared with every arm whose name starts with
 // ArmAPIServer ("apiserver", "apiserver/json", "apiserver/proto", "apiserver
-// rv=0", ...). ArmBench is the load tool itself (its own CPU), reported so
-// readers can judge whether the client side was the bottleneck.
+// rv=0", ...), and with ArmFloor, the least code that writes the same
+// frames (floor.go). ArmBench is the load tool itself (its own CPU),
+// reported so readers can judge whether the client side was the
+// bottleneck.
 const (
 	ArmGateway   = "gateway"
 	ArmAPIServer = "apiserver"
 	ArmJSON      = "apiserver/json"
 	ArmProto     = "apiserver/proto"
+	ArmFloor     = "floor"
 	ArmBench     = "bench"
 )
 
@@ -28,7 +31,8 @@ const (
 type Figure struct {
 	// Scenario is the named scenario, e.g. "broad" or "rest".
 	Scenario string `json:"scenario"`
-	// Arm is who served it: ArmGateway, or a name starting with ArmAPIServer.
+	// Arm is who served it: ArmGateway, a name starting with ArmAPIServer,
+	// ArmFloor, or ArmBench (the load tool).
 	Arm string `json:"arm"`
 	// Metric names the quantity, e.g. "latency p99" or "list all".
 	Metric string `json:"metric"`
@@ -81,9 +85,14 @@ func ReadJSON(path string) (Report, error) {
 // isAPIServer reports whether arm is one of kube-apiserver's arms.
 func isAPIServer(arm string) bool { return strings.HasPrefix(arm, ArmAPIServer) }
 
+// isReference reports whether the gateway's figures are compared with
+// arm's: kube-apiserver's arms and the floor.
+func isReference(arm string) bool { return isAPIServer(arm) || arm == ArmFloor }
+
 // Table prints the figures grouped by scenario and metric: the gateway's
-// value, each apiserver arm's value and the ratio gateway/apiserver. Figures
-// of other arms (bench) or without a counterpart get their own rows.
+// value, each reference arm's value (kube-apiserver's arms, the floor) and
+// the ratio gateway/reference. Figures of other arms (bench) or without a
+// counterpart get their own rows.
 func Table(w io.Writer, figs []Figure) { table(w, figs, false) }
 
 func table(w io.Writer, figs []Figure, markdown bool) {
@@ -102,30 +111,30 @@ func table(w io.Writer, figs []Figure, markdown bool) {
 		flags = tabwriter.Debug
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', flags)
-	fmt.Fprintln(tw, "scenario\tmetric\tunit\tgateway\tapiserver arm\tapiserver\tratio gw/api\t")
+	fmt.Fprintln(tw, "scenario\tmetric\tunit\tgateway\treference arm\treference\tratio gw/ref\t")
 	for _, k := range order {
 		fs := byKey[k]
 		var gw *Figure
-		var api, other []Figure
+		var refs, other []Figure
 		for i := range fs {
 			switch {
 			case fs[i].Arm == ArmGateway:
 				gw = &fs[i]
-			case isAPIServer(fs[i].Arm):
-				api = append(api, fs[i])
+			case isReference(fs[i].Arm):
+				refs = append(refs, fs[i])
 			default:
 				other = append(other, fs[i])
 			}
 		}
-		slices.SortStableFunc(api, func(a, b Figure) int { return cmp.Compare(a.Arm, b.Arm) })
+		slices.SortStableFunc(refs, func(a, b Figure) int { return cmp.Compare(a.Arm, b.Arm) })
 		gwText := "-"
 		if gw != nil {
 			gwText = formatValue(gw.Value)
 		}
-		if len(api) == 0 && gw != nil {
+		if len(refs) == 0 && gw != nil {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t-\t-\t-\t\n", k.scenario, k.metric, k.unit, gwText)
 		}
-		for _, a := range api {
+		for _, a := range refs {
 			ratio := "-"
 			switch {
 			case gw == nil:

@@ -35,6 +35,9 @@ type GatewayOptions struct {
 	// ReadyTimeout bounds the wait for /readyz. Default 5m (a cold start of
 	// 100k Pods takes a while on two cores).
 	ReadyTimeout time.Duration
+	// MinResync, when set, is the gateway's cache.minResync. Default: the
+	// gateway's own (5s).
+	MinResync time.Duration
 }
 
 // Gateway is a running gateway subprocess.
@@ -64,7 +67,7 @@ const gatewayConfig = `kubeconfig: %q
 listen: %q
 log: {level: warn, format: json}
 cache:
-  resources: [%s]
+  resources: [%s]%s
 websocket:
   maxSockets: 1000000
   maxSocketsPerClient: 1000000
@@ -101,7 +104,11 @@ func StartGateway(ctx context.Context, o GatewayOptions) (*Gateway, error) {
 		return nil, err
 	}
 	cfgPath := filepath.Join(o.Dir, "gateway-"+strings.ReplaceAll(addr, ":", "-")+".yaml")
-	cfg := fmt.Sprintf(gatewayConfig, o.Kubeconfig, addr, strings.Join(o.Resources, ", "))
+	minResync := ""
+	if o.MinResync > 0 {
+		minResync = "\n  minResync: " + o.MinResync.String()
+	}
+	cfg := fmt.Sprintf(gatewayConfig, o.Kubeconfig, addr, strings.Join(o.Resources, ", "), minResync)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}

@@ -559,18 +559,7 @@ func scenarioRelist(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]Fi
 // found is false when the gateway does not export it (builds before the
 // upstream's rewrite).
 func gatewayRelists(ctx context.Context, env *Env) (n float64, found bool, err error) {
-	b, err := httpGet(ctx, env.GatewayURL+"/metrics")
-	if err != nil {
-		return 0, false, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "kubegate_cache_relists_total{") && strings.Contains(line, `resource="pods"`) {
-			i := strings.LastIndexByte(line, ' ')
-			n, err := strconv.ParseFloat(line[i+1:], 64)
-			return n, err == nil, err
-		}
-	}
-	return 0, false, nil
+	return gatewayPodsMetric(ctx, env, "kubegate_cache_relists_total")
 }
 
 // etcdPut writes one key through etcd's JSON gateway (/v3/kv/put).

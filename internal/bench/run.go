@@ -29,7 +29,7 @@ type Options struct {
 // DefaultScenarios are the scenarios Run runs when Options.Scenarios is
 // empty.
 // relist restarts kube-apiserver, so it runs last.
-var DefaultScenarios = []string{"setup", "idle", "snapshot", ScenarioREST, "upstream", "broad", "selective", "burst", "slow", "reconnect", "coldstart", "relist"}
+var DefaultScenarios = []string{"setup", "idle", "snapshot", ScenarioREST, "upstream", "broad", "selective", "burst", "slow", "abuse", "watchlist", "reconnect", "coldstart", "relist"}
 
 // scenarios maps names to their implementations.
 var scenarios = map[string]func(context.Context, *Env, Sizes, io.Writer) ([]Figure, error){
@@ -43,6 +43,8 @@ var scenarios = map[string]func(context.Context, *Env, Sizes, io.Writer) ([]Figu
 	"selective": scenarioSelective,
 	"burst":     scenarioBurst,
 	"slow":      scenarioSlow,
+	"abuse":     scenarioAbuse,
+	"watchlist": scenarioWatchList,
 	"reconnect": scenarioReconnect,
 	"coldstart": scenarioColdStart,
 	"upstream":  scenarioUpstream,
@@ -86,6 +88,13 @@ func (z Sizes) withDefaults() Sizes {
 	set(&z.Relist, d.Relist)
 	set(&z.RelistUpdates, d.RelistUpdates)
 	setF(&z.RelistRate, d.RelistRate)
+	set(&z.Abuse, d.Abuse)
+	setF(&z.AbuseRate, d.AbuseRate)
+	set(&z.AbuseSubscriptions, d.AbuseSubscriptions)
+	setD(&z.AbuseResync, d.AbuseResync)
+	setF(&z.ResyncBudget, d.ResyncBudget)
+	set(&z.WatchList, d.WatchList)
+	set(&z.WatchListReaders, d.WatchListReaders)
 	setD(&z.Drain, d.Drain)
 	setD(&z.Settle, d.Settle)
 	return z
@@ -106,7 +115,11 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	}
 	z := o.Sizes.withDefaults()
 	r := Report{Machine: DescribeMachine()}
-	env, err := StartEnv(ctx, EnvOptions{GatewayBinary: o.GatewayBinary, Pods: o.Pods, Namespaces: o.Namespaces, Log: o.Log})
+	eo := EnvOptions{GatewayBinary: o.GatewayBinary, Pods: o.Pods, Namespaces: o.Namespaces, Log: o.Log}
+	if z.AbuseResync < DefaultSizes.AbuseResync {
+		eo.MinResync = z.AbuseResync
+	}
+	env, err := StartEnv(ctx, eo)
 	if err != nil {
 		return r, err
 	}

@@ -13,6 +13,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	RunFloorIfAsked() // the broad scenario's floor runs from this binary
 	goleak.VerifyTestMain(m,
 		// klog's flush daemon, started by client-go.
 		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"))
@@ -35,6 +36,10 @@ var smokeSizes = Sizes{
 	Selective: 8, SelectiveRate: 40, BurstSubscribers: 5, BurstUpdates: 40,
 	Slow: 100, SlowRate: 40, Reconnect: 10, Snapshots: 1, RESTReps: 2, ColdStartPods: 40,
 	Upstream: 20, UpstreamRate: 40, Relist: 4, RelistUpdates: 30, RelistRate: 20,
+	// The gateway checks resyncs once a second, so 1s is the shortest
+	// period that still makes rounds.
+	Abuse: 5, AbuseRate: 40, AbuseSubscriptions: 10, AbuseResync: time.Second,
+	WatchList: 5, WatchListReaders: 2,
 	Drain: 30 * time.Second, Settle: 200 * time.Millisecond,
 }
 
@@ -118,7 +123,20 @@ func TestSmoke(t *testing.T) {
 			want(s, ArmBench+" ("+arm+")", "bench CPU")
 		}
 	}
+	// The floor: the same checks as an arm, and it costs CPU.
+	for _, m := range []string{"latency p50", "latency p99", "latency p99.9"} {
+		want("broad", ArmFloor, m)
+	}
+	for _, m := range []string{"latency from send p50", "latency from send p99", "deliveries/s", "peak RSS", "CPU per 1000 deliveries"} {
+		positive("broad", ArmFloor, m)
+	}
+	for _, m := range []string{"missed", "duplicated", "out of order", "subscribers cut off"} {
+		zero("broad", ArmFloor, m)
+	}
 	positive("snapshot", ArmJSON+" watchlist", fmt.Sprintf("time to snapshot of %d pods (median)", pods))
+	for i := range smokeSizes.Snapshots {
+		positive("snapshot", ArmGateway, fmt.Sprintf("time to snapshot of %d pods (run %d)", pods, i+1))
+	}
 	for _, s := range []string{"broad", "selective", "burst"} {
 		positive(s, ArmGateway, "CPU per 1000 deliveries")
 	}
@@ -136,6 +154,44 @@ func TestSmoke(t *testing.T) {
 		positive("reconnect", arm, "time until all caught up")
 		zero("reconnect", arm, "missed")
 		zero("reconnect", arm, "duplicated")
+	}
+	for _, sfx := range []string{abuseBefore, abuseWith, abuseAfter} {
+		for _, m := range []string{"latency p50", "latency p99", "latency p99.9", "CPU per 1000 deliveries"} {
+			want("abuse", ArmGateway, m+sfx)
+		}
+		positive("abuse", ArmGateway, "latency from send p99"+sfx)
+		positive("abuse", ArmGateway, "CPU used"+sfx)
+		for _, m := range []string{"missed", "duplicated", "out of order", "subscribers cut off"} {
+			zero("abuse", ArmGateway, m+sfx)
+		}
+		want("abuse", ArmBench+" ("+ArmGateway+")", "bench CPU"+sfx)
+	}
+	for _, m := range []string{"resynced objects/s (steady)", "resynced objects/s (overall)", "resyncs started", "live events/s"} {
+		positive("abuse", ArmGateway, "abusive client: "+m)
+	}
+	positive("abuse", ArmGateway, "resyncs delivered (gateway's counter)")
+	want("abuse", ArmGateway, "resyncs deferred (gateway's counter)")
+	positive("abuse", ArmBench, "resync budget checked")
+	for _, arm := range []string{ArmGateway, ArmJSON} {
+		stalled := fmt.Sprintf("(N=%d stalled)", smokeSizes.WatchList)
+		full := fmt.Sprintf("(N=%d at full speed)", smokeSizes.WatchListReaders)
+		// Memory can shrink over a phase (a collection); allocations and
+		// time cannot.
+		want("watchlist", arm, "Go heap+stacks per client "+stalled)
+		want("watchlist", arm, "RSS per client "+stalled)
+		want("watchlist", arm, "kernel socket buffers per client "+stalled)
+		positive("watchlist", arm, "allocated per client "+stalled)
+		want("watchlist", arm, "Go heap+stacks peak per client "+full)
+		want("watchlist", arm, "RSS peak per client "+full)
+		positive("watchlist", arm, "allocated per client "+full)
+		positive("watchlist", arm, "time until every snapshot is in "+full)
+		positive("watchlist", arm, "server CPU per watch-list "+full)
+		want("watchlist", ArmBench+" ("+arm+")", "client CPU per watch-list "+full)
+		if arm == ArmGateway {
+			if f := want("watchlist", arm, "watches open "+stalled); f.Value != float64(smokeSizes.WatchList) {
+				t.Errorf("watchlist: %v watches open while stalled, want %d", f.Value, smokeSizes.WatchList)
+			}
+		}
 	}
 	zero("reconnect", ArmGateway, "apiserver requests during storm")
 	positive("reconnect", ArmJSON, "apiserver requests during storm")

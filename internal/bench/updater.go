@@ -35,6 +35,11 @@ type UpdatePlan struct {
 	// restart. A write whose response was lost may have been applied; it
 	// is then not in the record, and its retry is.
 	Retry bool
+	// OnAck, if set, is called with every acknowledged write, from the
+	// worker that made it, right after its Ack time was taken (the floor
+	// arm publishes it then). It must be quick and safe for concurrent
+	// use.
+	OnAck func(Write)
 }
 
 // Update writes plan.Count merge patches to the Pods (round-robin over
@@ -82,6 +87,9 @@ func Update(ctx context.Context, c kubernetes.Interface, pods []PodKey, plan Upd
 					case <-time.After(100 * time.Millisecond):
 					case <-ctx.Done():
 					}
+				}
+				if err == nil && plan.OnAck != nil {
+					plan.OnAck(Write{Pod: j % len(pods), RV: rv, Sent: sent, Ack: ack})
 				}
 				mu.Lock()
 				if err != nil {

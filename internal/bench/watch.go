@@ -158,7 +158,7 @@ func (a *wsArm) Open(ctx context.Context, subs []*subscriber, rv uint64) error {
 		a.mu.Lock()
 		a.conns = append(a.conns, c)
 		a.mu.Unlock()
-		f := subscribeFrame{Type: "subscribe", ID: "s", Resource: cmp.Or(a.resource, "pods"), Namespace: s.namespace, SendInitialEvents: new(bool)}
+		f := subscribeFrame{Type: "subscribe", ID: wsSubID, Resource: cmp.Or(a.resource, "pods"), Namespace: s.namespace, SendInitialEvents: new(bool)}
 		if a.resume {
 			f.ResourceVersion = strconv.FormatUint(s.lastRV, 10)
 		} else if rv != 0 {
