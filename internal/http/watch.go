@@ -195,6 +195,15 @@ func (ws *watchStream) status(st *metav1.Status) {
 	ws.event("ERROR", b, 0)
 }
 
+// idle drops a buffer a snapshot or burst grew, once it has been written:
+// an idle watch keeps no large buffer. It is kept while the backlog is
+// being written, so each chunk reuses it.
+func (ws *watchStream) idle() {
+	if ws.buf.Len() == 0 && ws.buf.Cap() > maxIdleWatchBuffer {
+		ws.buf = bytes.Buffer{}
+	}
+}
+
 // flush writes the buffered batch.
 func (ws *watchStream) flush() error {
 	if ws.buf.Len() == 0 {
@@ -203,9 +212,6 @@ func (ws *watchStream) flush() error {
 	_ = ws.rc.SetWriteDeadline(time.Now().Add(watchWriteTimeout))
 	_, err := ws.w.Write(ws.buf.Bytes())
 	ws.buf.Reset()
-	if ws.buf.Cap() > maxIdleWatchBuffer {
-		ws.buf = bytes.Buffer{} // a snapshot passed: an idle watch keeps no large buffer
-	}
 	if err == nil {
 		err = ws.rc.Flush()
 	}
@@ -417,6 +423,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 		if err := ws.flush(); err != nil {
 			return // the client is gone or stopped reading
 		}
+		ws.idle()
 	}
 }
 
