@@ -411,12 +411,13 @@ func (l *Listener) Pop(buf []Notification) []Notification {
 // appends nothing.
 func (l *Listener) PopAtMost(buf []Notification, limit int) []Notification {
 	l.mu.Lock()
-	cut := l.needSnapshot
-	l.mu.Unlock()
-	if cut {
+	if l.needSnapshot {
+		// The snapshot is cut with no change being distributed: take
+		// the processor's lock first (lock order: processor, listener).
+		l.mu.Unlock()
 		l.hub.freeze(l.cutSnapshot)
+		l.mu.Lock()
 	}
-	l.mu.Lock()
 	defer l.mu.Unlock()
 	// Read before draining: every change up to it was offered before it
 	// was published, so it is in the ring or already popped.
