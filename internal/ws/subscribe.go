@@ -47,6 +47,12 @@ type listener interface {
 	Stop()
 }
 
+// PopAtMost pops the subscription's listener, so that the writer pops
+// subscriptions (sink.Source) and encodes each event with its id.
+func (sub *subscription) PopAtMost(buf []informer.Notification, limit int) []informer.Notification {
+	return sub.l.PopAtMost(buf, limit)
+}
+
 func (s *socket) sendError(e *requestError) {
 	s.srv.metrics.clientErrors.WithLabelValues(strconv.Itoa(int(e.Status.Code))).Inc()
 	s.enqueue(encodeError(e.ID, e.Request, false, e.Status))

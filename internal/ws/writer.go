@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"kubegate/internal/informer"
+	"kubegate/internal/sink"
 )
 
 // Writer states (socket.writer). signal moves idle to running (starting
@@ -36,32 +37,24 @@ const (
 // it to hundreds of KiB).
 type scratch struct {
 	batch  batch
-	notes  []informer.Notification
+	pop    sink.Popper[*subscription] // holds no object between flushes
 	active []*subscription
-	// What the flush in progress popped.
-	popped int
-	resets int // overflow RESETs
 }
 
-var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+var scratchPool = sync.Pool{New: func() any {
+	return &scratch{pop: sink.Popper[*subscription]{Chunk: popChunk, MaxChunks: 1}}
+}}
 
-// Larger scratch buffers (a huge object or snapshot passed) are left to
-// the garbage collector rather than pooled.
-const (
-	maxPooledBatch = 1 << 20
-	maxPooledNotes = 1 << 14
-)
+// A larger batch buffer (a huge object passed) is left to the garbage
+// collector rather than pooled.
+const maxPooledBatch = 1 << 20
 
 // release drops the references a flush left and returns sc to the pool.
 func (sc *scratch) release() {
-	clear(sc.notes) // each pop's notes are cleared after use; these are the last
 	clear(sc.active)
-	sc.notes, sc.active = sc.notes[:0], sc.active[:0]
+	sc.active = sc.active[:0]
 	if cap(sc.batch.buf) > maxPooledBatch {
 		sc.batch.buf = nil
-	}
-	if cap(sc.notes) > maxPooledNotes {
-		sc.notes = nil
 	}
 	scratchPool.Put(sc)
 }
@@ -219,28 +212,27 @@ func (s *socket) flush() error {
 			return err
 		}
 	}
-	s.sc.resets, s.sc.popped = 0, 0
-	for _, sub := range s.sc.active {
-		s.sc.notes = sub.l.PopAtMost(s.sc.notes[:0], popChunk)
-		s.more = s.more || len(s.sc.notes) == popChunk
-		err := s.encodeNotes(sub, s.sc.notes)
-		clear(s.sc.notes) // drop object references before the next pop
-		if err != nil {
-			return err
-		}
+	popped, err := s.sc.pop.Pop(s.sc.active, s)
+	s.more = popped.More
+	if popped.Resets > 0 {
+		s.srv.metrics.resets.WithLabelValues(resetOverflow).Add(float64(popped.Resets))
+	}
+	if err != nil {
+		return err
 	}
 	if err := s.writeBatch(); err != nil {
 		return err
 	}
-	if s.sc.resets == 0 {
-		if s.sc.popped > 0 {
+	if popped.Resets == 0 {
+		if popped.Popped > 0 {
 			s.resetStreak = 0 // delivered changes without overflowing: caught up
 		}
 		return nil
 	}
-	// A flush drains its listeners until they are empty, so one that fell
-	// behind while it wrote pops several RESETs: each counts.
-	if s.resetStreak += s.sc.resets; s.resetStreak >= s.opts.MaxSlowResets {
+	// A flush may pop a RESET from several listeners, and a listener
+	// that fell behind again while the writer wrote pops another at the
+	// next flush: each counts.
+	if s.resetStreak += popped.Resets; s.resetStreak >= s.opts.MaxSlowResets {
 		s.closeReason.CompareAndSwap(nil, ptr(closeSlowConsumer))
 		s.log(zapcore.InfoLevel, "closing slow consumer", zap.Int("resets", s.resetStreak))
 		s.close(4001, "slow consumer: fell behind "+strconv.Itoa(s.resetStreak)+" times in a row")
@@ -249,31 +241,28 @@ func (s *socket) flush() error {
 	return nil
 }
 
-// popChunk bounds the notifications a flush takes from one listener, so
-// a snapshot of any size passes through the writer's batch a chunk at a
-// time rather than being popped whole first. A flush that leaves more
-// behind is followed by another at once, which takes the control frames
-// queued meanwhile first.
-const popChunk = 256
+// popChunk bounds the notifications a flush takes from one listener: a
+// flush takes one chunk of each (sink.Popper's MaxChunks), so a snapshot
+// of any size passes through the writer's batch a chunk at a time. A
+// flush that leaves more behind is followed by another at once, which
+// takes the control frames queued meanwhile first.
+const popChunk = sink.Chunk
 
-// encodeNotes appends the frames of notifications popped from sub,
-// writing the batch whenever it is full.
-func (s *socket) encodeNotes(sub *subscription, ns []informer.Notification) error {
-	s.sc.popped += len(ns)
-	for i := range ns {
-		n := &ns[i]
-		if n.Type == informer.Reset {
-			s.sc.resets++
-			s.srv.metrics.resets.WithLabelValues(resetOverflow).Inc()
-		}
-		if err := s.makeRoom(eventLen(sub.qid, n)); err != nil {
-			return err
-		}
-		s.sc.batch.begin()
-		s.sc.batch.buf = appendEvent(s.sc.batch.buf, sub.qid, n)
+// Encode appends the frame of a notification popped from sub, writing
+// the batch first if the frame does not fit (the writer's sink.Encoder;
+// called during a flush only).
+func (s *socket) Encode(sub *subscription, n *informer.Notification) error {
+	if err := s.makeRoom(eventLen(sub.qid, n)); err != nil {
+		return err
 	}
+	s.sc.batch.begin()
+	s.sc.batch.buf = appendEvent(s.sc.batch.buf, sub.qid, n)
 	return nil
 }
+
+// Full is false: the batch is written whenever it fills, and a flush
+// takes one chunk per listener (sink.Encoder).
+func (s *socket) Full() bool { return false }
 
 // add adds a complete frame to the batch.
 func (s *socket) add(frame []byte) error {
