@@ -18,6 +18,7 @@ import (
 	"kubegate/internal/apistatus"
 	"kubegate/internal/auth"
 	"kubegate/internal/informer"
+	"kubegate/internal/sink"
 )
 
 const (
@@ -32,16 +33,15 @@ const (
 	// watchWriteTimeout bounds one batch write; a client that reads
 	// nothing for this long is dropped.
 	watchWriteTimeout = 30 * time.Second
-	// A watch takes at most watchPopChunk notifications at a time from
-	// its listener and writes what it has encoded once it reaches
+	// A watch takes at most sink.Chunk notifications at a time from its
+	// listener and writes what it has encoded once it reaches
 	// watchFlushBytes, so a snapshot of any size streams through a
 	// bounded buffer instead of being encoded whole first.
-	watchPopChunk      = 256
 	watchFlushBytes    = 64 << 10
 	maxIdleWatchBuffer = 16 << 10
 )
 
-// errStreamEnded stops draining a watch's listener: the stream ends.
+// errStreamEnded stops popping a watch's listener: the stream ends.
 var errStreamEnded = errors.New("watch stream ended")
 
 // watchParams are a watch request's query parameters.
@@ -110,8 +110,10 @@ func parseWatchParams(r *http.Request) (watchParams, error) {
 }
 
 // watchStream writes watch events: newline-delimited JSON (the
-// apiserver's form) or server-sent events.
+// apiserver's form) or server-sent events. It is the watch's
+// sink.Encoder, used from the request's goroutine only.
 type watchStream struct {
+	ctx   context.Context // the request's
 	w     http.ResponseWriter
 	rc    *http.ResponseController
 	sse   bool
@@ -122,7 +124,53 @@ type watchStream struct {
 	// metadata is the meta.k8s.io version of PartialObjectMetadata
 	// events, or "".
 	metadata string
+	// endBookmark: the snapshot ends with an initial-events-end BOOKMARK
+	// rather than an SSE id mark.
+	endBookmark bool
+	// inSnapshot: the events being sent are the initial snapshot's.
+	inSnapshot bool
+	// lastRV is the resourceVersion of the last event or bookmark sent
+	// (or the one the watch resumed from).
+	lastRV uint64
 }
+
+// Encode appends the event for n, writing out every watchFlushBytes
+// (sink.Encoder). A Reset ends the stream with ERROR 410, as does a
+// failed write, with errStreamEnded.
+func (ws *watchStream) Encode(_ *informer.Listener, n *informer.Notification) error {
+	id := n.RV
+	if ws.inSnapshot {
+		id = 0
+	}
+	switch n.Type {
+	case informer.Added:
+		ws.object("ADDED", n.Object, id)
+	case informer.Modified:
+		ws.object("MODIFIED", n.Object, id)
+	case informer.Deleted:
+		ws.object("DELETED", n.Object, id)
+	case informer.EndOfSnapshot:
+		ws.inSnapshot = false
+		if ws.endBookmark {
+			ws.bookmark(n.RV, true)
+		} else {
+			ws.mark(n.RV)
+		}
+	case informer.Reset:
+		ws.status(apistatus.New(http.StatusGone, metav1.StatusReasonExpired,
+			"the watch fell too far behind and its events were dropped; list again and watch from the list's resourceVersion"))
+		_ = ws.flush()
+		return errStreamEnded
+	}
+	ws.lastRV = max(ws.lastRV, n.RV)
+	if ws.buf.Len() >= watchFlushBytes && ws.flush() != nil {
+		return errStreamEnded
+	}
+	return nil
+}
+
+// Full stops popping once the client has gone (sink.Encoder).
+func (ws *watchStream) Full() bool { return ws.ctx.Err() != nil }
 
 // event appends one event whose object is raw JSON.
 func (ws *watchStream) event(typ string, obj []byte, rv uint64) {
@@ -259,8 +307,10 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 	if s.opts.watchWriter != nil {
 		w = s.opts.watchWriter(w)
 	}
-	ws := &watchStream{w: w, rc: http.NewResponseController(w), sse: p.sse,
-		kind: info.GVK.Kind, apiV: info.GVR.GroupVersion().String(), metadata: p.metadata}
+	ctx := r.Context()
+	ws := &watchStream{ctx: ctx, w: w, rc: http.NewResponseController(w), sse: p.sse,
+		kind: info.GVK.Kind, apiV: info.GVR.GroupVersion().String(), metadata: p.metadata,
+		endBookmark: p.endBookmark, inSnapshot: p.initialEvents}
 	if p.metadata != "" {
 		// Bookmarks too are PartialObjectMetadata: a metadata client
 		// decodes nothing else.
@@ -308,7 +358,6 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 	}
 	_ = ws.rc.Flush() // send headers now: clients wait for them
 
-	ctx := r.Context()
 	var timeout <-chan time.Time
 	if p.timeout > 0 {
 		t := time.NewTimer(p.timeout)
@@ -318,61 +367,20 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 	recheck := time.NewTicker(s.opts.RecheckInterval)
 	defer recheck.Stop()
 	rc := auth.NewRecheck(s.opts.RecheckGrace, clock.RealClock{})
-	var lastRV uint64
 	if rv, err := strconv.ParseUint(p.rv, 10, 64); err == nil {
-		lastRV = rv
+		ws.lastRV = rv
 	}
-	inSnapshot := p.initialEvents
-	// write encodes popped notifications, writing out every
-	// watchFlushBytes; false when the stream must end (the listener was
-	// reset, or the client is gone).
-	write := func(batch []informer.Notification) bool {
-		for _, n := range batch {
-			id := n.RV
-			if inSnapshot {
-				id = 0
-			}
-			switch n.Type {
-			case informer.Added:
-				ws.object("ADDED", n.Object, id)
-			case informer.Modified:
-				ws.object("MODIFIED", n.Object, id)
-			case informer.Deleted:
-				ws.object("DELETED", n.Object, id)
-			case informer.EndOfSnapshot:
-				inSnapshot = false
-				if p.endBookmark {
-					ws.bookmark(n.RV, true)
-				} else {
-					ws.mark(n.RV)
-				}
-			case informer.Reset:
-				ws.status(apistatus.New(http.StatusGone, metav1.StatusReasonExpired,
-					"the watch fell too far behind and its events were dropped; list again and watch from the list's resourceVersion"))
-				_ = ws.flush()
-				return false
-			}
-			if n.RV > lastRV {
-				lastRV = n.RV
-			}
-			if ws.buf.Len() >= watchFlushBytes && ws.flush() != nil {
-				return false
-			}
-		}
-		return true
-	}
-	var batch []informer.Notification
-	// deliver writes what the listener has pending, in chunks; false when
-	// the stream must end (the listener was reset, or the client is gone).
+	// The listener is popped until it is empty, a chunk at a time.
+	pop := sink.Popper[*informer.Listener]{Chunk: sink.Chunk}
+	ls := []*informer.Listener{l}
+	// deliver writes what the listener has pending; false when the
+	// stream must end (the listener was reset, or the client is gone).
 	deliver := func() bool {
-		var err error
-		batch, err = l.Drain(batch, watchPopChunk, func(ns []informer.Notification) error {
-			if ctx.Err() != nil || !write(ns) {
-				return errStreamEnded
-			}
-			return nil
-		})
-		return err == nil
+		if ctx.Err() != nil {
+			return false
+		}
+		_, err := pop.Pop(ls, ws)
+		return err == nil && ctx.Err() == nil
 	}
 	for {
 		select {
@@ -388,8 +396,8 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 			if !deliver() {
 				return
 			}
-			if rv := max(lastRV, l.Progress()); rv > 0 && !inSnapshot {
-				lastRV = rv
+			if rv := max(ws.lastRV, l.Progress()); rv > 0 && !ws.inSnapshot {
+				ws.lastRV = rv
 				ws.bookmark(rv, false)
 			}
 		case <-recheck.C:

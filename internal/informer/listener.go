@@ -408,7 +408,8 @@ func (l *Listener) Pop(buf []Notification) []Notification {
 // PopAtMost is Pop appending at most limit notifications (0: none), so
 // that a consumer can stream a large snapshot in bounded chunks. What it
 // leaves stays pending and is not signalled again: call it until it
-// appends nothing.
+// appends fewer than limit, which means the listener was empty (sinks do
+// so through sink.Popper).
 func (l *Listener) PopAtMost(buf []Notification, limit int) []Notification {
 	l.mu.Lock()
 	if l.needSnapshot {
@@ -450,26 +451,6 @@ func (l *Listener) PopAtMost(buf []Notification, limit int) []Notification {
 		l.progress = max(l.progress, progress)
 	}
 	return buf
-}
-
-// Drain is a consumer's loop for a sink that writes as it pops (a REST
-// watch): it pops what is pending in chunks of at most chunk notifications (0: all
-// at once) and hands each chunk to fn, until nothing is pending or fn
-// fails. A snapshot of any size thus passes through a bounded buffer. buf
-// is scratch memory, returned for reuse; fn must not keep the slice, and
-// its object references are cleared after each chunk.
-func (l *Listener) Drain(buf []Notification, chunk int, fn func([]Notification) error) ([]Notification, error) {
-	for {
-		buf = l.PopAtMost(buf[:0], chunk)
-		if len(buf) == 0 {
-			return buf, nil
-		}
-		err := fn(buf)
-		clear(buf)
-		if err != nil || chunk <= 0 {
-			return buf[:0], err
-		}
-	}
 }
 
 // cutSnapshot replaces a pending snapshot request by a view of the store;
