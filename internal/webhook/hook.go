@@ -16,6 +16,7 @@ import (
 
 	"kubegate/internal/config"
 	"kubegate/internal/informer"
+	"kubegate/internal/sink"
 )
 
 // source is the part of *informer.Listener a hook uses; tests replace it.
@@ -27,6 +28,8 @@ type source interface {
 }
 
 // input is one watched resource of a hook: one entry of its resources.
+// It is the sink.Source of its listener, so that the hook renders each
+// notification with the entry it came from.
 type input struct {
 	info *informer.ResourceInfo
 	// namespace is the entry's namespace, "" for all; collection is the
@@ -39,6 +42,10 @@ type input struct {
 	// requested counts the resets the hook asked src for since last was
 	// taken; they are not overflows.
 	requested uint64
+}
+
+func (in *input) PopAtMost(buf []informer.Notification, limit int) []informer.Notification {
+	return in.src.PopAtMost(buf, limit)
 }
 
 // hook delivers one webhook's events.
@@ -71,6 +78,8 @@ type hook struct {
 	drain  time.Duration
 	taken  int    // events popped and not yet settled, for the queue gauge
 	seq    uint64 // markers rendered, to tell apart their ids
+	popper sink.Popper[*input]
+	render renderer
 	m      *metrics
 	log    *zap.Logger
 }
@@ -112,10 +121,9 @@ func (h *hook) run(ctx context.Context) {
 	stopDrainTimer := context.AfterFunc(ctx, func() { time.AfterFunc(h.drain, dcancel) })
 	defer stopDrainTimer()
 	var pending []event
-	var buf []informer.Notification
 	for ctx.Err() == nil {
 		if len(pending) == 0 {
-			pending, buf = h.pop(pending, buf, popChunk)
+			pending = h.pop(pending, popChunk)
 			h.updateQueue(len(pending))
 			if len(pending) == 0 {
 				select {
@@ -150,7 +158,7 @@ func (h *hook) run(ctx context.Context) {
 	// What the listeners still buffer is queued too: take it, so the
 	// drain tries it after the events taken earlier and counts what it
 	// cannot send, instead of dropping it unreported with the listeners.
-	pending, _ = h.pop(pending, buf, 0)
+	pending = h.pop(pending, 0)
 	h.drainPending(dctx, pending)
 }
 
@@ -179,52 +187,53 @@ func (h *hook) drainPending(dctx context.Context, pending []event) {
 // popChunk bounds the events a hook renders ahead of delivering them: a
 // snapshot of any size waits in its listener (as object references) and
 // is rendered a chunk at a time.
-const popChunk = 256
+const popChunk = sink.Chunk
 
 // pop takes what the listeners hold, in order per listener, and renders
 // the event types the webhook wants, and every reset and snapshot.end
-// marker: until it has limit events or the listeners are empty (limit 0:
-// everything).
-func (h *hook) pop(pending []event, buf []informer.Notification, limit int) ([]event, []informer.Notification) {
-	now := h.clock.Now()
+// marker: from each listener, chunks of at most limit notifications until
+// it is empty or limit events are pending (limit 0: everything at once).
+func (h *hook) pop(pending []event, limit int) []event {
+	h.popper.Chunk = limit
+	h.render = renderer{h: h, pending: pending, now: h.clock.Now(), limit: limit}
+	_, _ = h.popper.Pop(h.inputs, &h.render) // rendering never fails
+	pending, h.render.pending = h.render.pending, nil
 	for _, in := range h.inputs {
-		for {
-			buf = in.src.PopAtMost(buf[:0], limit)
-			if len(buf) == 0 {
-				break
-			}
-			pending = h.render(in, pending, buf, now)
-			clear(buf) // do not pin objects until the next pop
-			// Fewer than asked: the listener is empty. Enough events: they
-			// are delivered first and the rest waits in the listener.
-			if limit <= 0 || len(buf) < limit || len(pending) >= limit {
-				break
-			}
-		}
 		h.reportOverflows(in)
-	}
-	return pending, buf
-}
-
-// render appends the events the webhook wants for the notifications
-// popped from in.
-func (h *hook) render(in *input, pending []event, buf []informer.Notification, now time.Time) []event {
-	for _, n := range buf {
-		switch {
-		case n.Type == informer.Reset:
-			h.log.Warn("reset: sending the current state of the resource between reset and snapshot.end events",
-				zap.String("collection", in.collection))
-			h.seq++
-			pending = append(pending, newMarker(in, kindReset, 0, h.cfg.Format, h.source, now, h.seq))
-		case n.Type == informer.EndOfSnapshot:
-			h.seq++
-			pending = append(pending, newMarker(in, kindSnapshotEnd, n.RV, h.cfg.Format, h.source, now, h.seq))
-		case h.types[n.Type] && n.Object != nil:
-			pending = append(pending, newEvent(in.info, n, h.cfg.Format, h.source, now))
-		}
 	}
 	return pending
 }
+
+// renderer is a hook's sink.Encoder: it appends to pending the events
+// the webhook wants for the notifications one pop takes, stamped now.
+type renderer struct {
+	h       *hook
+	pending []event
+	now     time.Time
+	limit   int // Full at this many pending events; 0: never
+}
+
+// Encode renders one notification popped from in.
+func (r *renderer) Encode(in *input, n *informer.Notification) error {
+	h := r.h
+	switch {
+	case n.Type == informer.Reset:
+		h.log.Warn("reset: sending the current state of the resource between reset and snapshot.end events",
+			zap.String("collection", in.collection))
+		h.seq++
+		r.pending = append(r.pending, newMarker(in, kindReset, 0, h.cfg.Format, h.source, r.now, h.seq))
+	case n.Type == informer.EndOfSnapshot:
+		h.seq++
+		r.pending = append(r.pending, newMarker(in, kindSnapshotEnd, n.RV, h.cfg.Format, h.source, r.now, h.seq))
+	case h.types[n.Type] && n.Object != nil:
+		r.pending = append(r.pending, newEvent(in.info, *n, h.cfg.Format, h.source, r.now))
+	}
+	return nil
+}
+
+// Full reports whether enough events are pending: they are delivered
+// first, and the rest waits in the listeners.
+func (r *renderer) Full() bool { return r.limit > 0 && len(r.pending) >= r.limit }
 
 // supersede gives up on the events taken, the first of which ran out of
 // its retry budget. Rather than losing them it resets every listener: the
