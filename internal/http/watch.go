@@ -401,27 +401,28 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 				ws.bookmark(rv, false)
 			}
 		case <-recheck.C:
-			nd, err := s.authorizeAgain(ctx, areq)
+			_, verdict, err := rc.Reauthorize(ctx, s.opts.Authorizer, auth.UserFrom(ctx), areq, dec)
 			if ctx.Err() != nil {
 				return
 			}
-			if rc.Ends(err) {
+			switch verdict {
+			case auth.Ended:
 				ws.status(apistatus.FromError(err))
 				_ = ws.flush()
 				return
-			}
-			if err != nil {
+			case auth.Deferred:
 				if rc.FirstDeferred() {
 					s.log.Warn("re-authorization could not be made; the watch goes on for the grace",
 						zap.String("user", auth.UserFrom(ctx).Name), zap.Duration("grace", rc.Grace()), zap.Error(err))
 				}
 				continue
-			}
-			if !nd.Equal(dec) && info.Namespaced && rq.namespace == "" {
-				ws.status(apistatus.New(http.StatusGone, metav1.StatusReasonExpired,
-					"the namespaces you may read changed; list again and watch from the list's resourceVersion"))
-				_ = ws.flush()
-				return
+			case auth.Changed:
+				if info.Namespaced && rq.namespace == "" {
+					ws.status(apistatus.New(http.StatusGone, metav1.StatusReasonExpired,
+						"the namespaces you may read changed; list again and watch from the list's resourceVersion"))
+					_ = ws.flush()
+					return
+				}
 			}
 		case <-wake:
 			if !deliver() {
@@ -433,14 +434,6 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 		}
 		ws.idle()
 	}
-}
-
-// authorizeAgain repeats a stream's authorization with a bound of its own,
-// so a slow authorizer cannot hold a stream forever.
-func (s *Server) authorizeAgain(ctx context.Context, areq auth.Request) (auth.Decision, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	return s.opts.Authorizer.Authorize(ctx, auth.UserFrom(ctx), areq)
 }
 
 // nameSelector adds metadata.name=name to f's field selector.

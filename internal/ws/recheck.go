@@ -4,10 +4,8 @@
 package ws
 
 import (
-	"context"
 	"slices"
 	"strconv"
-	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -16,9 +14,6 @@ import (
 	"kubegate/internal/apistatus"
 	"kubegate/internal/auth"
 )
-
-// recheckTimeout bounds one re-authorization of one subscription.
-const recheckTimeout = 30 * time.Second
 
 // recheckPass is the re-authorization worker: one pass, then it arms
 // the next.
@@ -49,29 +44,25 @@ func (s *socket) recheck() {
 		if s.ctx.Err() != nil {
 			return
 		}
-		// A bound well above the authorizer's own review timeout: a slow
-		// answer delays the next pass (one runs at a time) rather than
-		// ending the subscription early.
-		ctx, cancel := context.WithTimeout(s.ctx, recheckTimeout)
-		dec, err := s.authorize(ctx, sub.info, sub.req.Namespace)
-		cancel()
+		// A slow answer delays the next pass (one runs at a time).
+		dec, verdict, err := sub.recheck.Reauthorize(s.ctx, s.opts.Authorizer, s.user,
+			watchRequest(sub.info, sub.req.Namespace), sub.decision)
 		if s.ctx.Err() != nil {
 			return
 		}
-		ends := sub.recheck.Ends(err)
-		switch {
-		case err != nil && !ends:
+		switch verdict {
+		case auth.Deferred:
 			if sub.recheck.FirstDeferred() {
 				s.log(zapcore.WarnLevel, "re-authorization could not be made; the subscription goes on for the grace",
 					zap.String("id", sub.id), zap.Duration("grace", sub.recheck.Grace()), zap.Error(err))
 			}
-		case err != nil:
+		case auth.Ended:
 			st := apistatus.FromError(err)
 			if apistatus.Internal(st) {
 				s.log(zapcore.WarnLevel, "re-authorization failed; ending subscription", zap.String("id", sub.id), zap.Error(err))
 			}
 			s.end(sub, st)
-		case !dec.Equal(sub.decision):
+		case auth.Changed:
 			s.restart(sub, dec)
 		}
 	}

@@ -195,9 +195,13 @@ func (s *socket) prepare(ctx context.Context, f *clientFrame) (p prepared, err e
 }
 
 func (s *socket) authorize(ctx context.Context, info *informer.ResourceInfo, namespace string) (auth.Decision, error) {
-	return s.opts.Authorizer.Authorize(ctx, s.user, auth.Request{
-		Verb: "watch", Resource: info.GVR, Namespaced: info.Namespaced, Namespace: namespace,
-	})
+	return s.opts.Authorizer.Authorize(ctx, s.user, watchRequest(info, namespace))
+}
+
+// watchRequest is what a subscription is authorized as, at subscribe
+// and at each re-check.
+func watchRequest(info *informer.ResourceInfo, namespace string) auth.Request {
+	return auth.Request{Verb: "watch", Resource: info.GVR, Namespaced: info.Namespaced, Namespace: namespace}
 }
 
 // listen adds a listener with filter narrowed by the decision.
