@@ -24,8 +24,11 @@ func TestLayering(t *testing.T) {
 		{"../../internal/auth", []string{"kubegate/internal/informer"},
 			"auth asks for an auth.NamespaceLister; package namespaces adapts the informer to it"},
 		{"../../internal/informer", []string{"kubegate/internal/auth", "kubegate/internal/apistatus",
-			"kubegate/internal/http", "kubegate/internal/ws", "kubegate/internal/webhook"},
+			"kubegate/internal/http", "kubegate/internal/ws", "kubegate/internal/webhook", "kubegate/internal/sink"},
 			"the cache knows nothing of its consumers"},
+		{"../../internal/sink", []string{"kubegate/internal/auth", "kubegate/internal/apistatus",
+			"kubegate/internal/http", "kubegate/internal/ws", "kubegate/internal/webhook"},
+			"the sinks share the pop step; it knows none of them"},
 	} {
 		for path, file := range imports(t, rule.dir) {
 			for _, f := range rule.forbidden {
