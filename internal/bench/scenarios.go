@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -519,12 +520,13 @@ func scenarioSnapshot(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]
 // gatewaySnapshot subscribes to every Pod on a new socket and counts ADDED
 // frames until END_OF_SNAPSHOT.
 // gatewaySnapshot subscribes to every Pod and reads the snapshot up to its
-// end marker. While the clock runs it only receives the messages and
-// counts frames as the JSON arm counts objects, by their leading bytes,
-// so the figure is the time to deliver the snapshot, not this reader's
-// parsing (on a small machine a full parse of tens of megabytes takes
-// longer than the delivery). verify then parses every frame, after the
-// clock has stopped.
+// end marker. While the clock runs the reader only receives each message
+// into a reused buffer and counts its frames by their leading bytes, as
+// the JSON arm counts objects, and hands the message to a verifier
+// goroutine, which parses every frame meanwhile: the figure is the time to
+// deliver the snapshot, not one goroutine's parse of tens of megabytes
+// (on a small machine that takes longer than the delivery). verify waits
+// for the verifier's verdict, after the clock has stopped.
 func gatewaySnapshot(ctx context.Context, env *Env) (n int, verify func() error, err error) {
 	u := strings.Replace(env.GatewayURL, "http://", "ws://", 1) + "/ws"
 	c, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{Subprotocols: []string{"kubegate.v1"}})
@@ -536,45 +538,65 @@ func gatewaySnapshot(ctx context.Context, env *Env) (n int, verify func() error,
 	if err := c.Write(ctx, websocket.MessageText, []byte(`{"type":"subscribe","id":"snap","resource":"pods"}`)); err != nil {
 		return 0, nil, err
 	}
-	var msgs [][]byte
-	for {
-		_, b, err := c.Read(ctx)
-		if err != nil {
-			return n, nil, err
-		}
-		msgs = append(msgs, b)
-		n += bytes.Count(b, []byte(`{"type":"ADDED","id":"snap",`))
-		if bytes.Contains(b, []byte(`{"type":"END_OF_SNAPSHOT","id":"snap",`)) ||
-			bytes.Contains(b, []byte(`{"type":"error"`)) || bytes.Contains(b, []byte(`{"type":"RESET"`)) {
-			break
-		}
-	}
-	verify = func() error {
+	msgs := make(chan *bytes.Buffer, 1024)
+	free := make(chan *bytes.Buffer, 1024)
+	verdict := make(chan error, 1)
+	go func() {
 		added, ended := 0, false
-		for _, b := range msgs {
-			var ferr error
-			if err := scanFrames(b, func(typ, id, rv []byte) {
-				switch string(typ) {
-				case "ADDED":
-					added++
-				case "END_OF_SNAPSHOT":
-					ended = true
-				case "error", "RESET":
-					ferr = fmt.Errorf("%s frame: %.300s", typ, b)
+		var ferr error
+		for b := range msgs {
+			if ferr == nil {
+				err := scanFrames(b.Bytes(), func(typ, id, rv []byte) {
+					switch string(typ) {
+					case "ADDED":
+						added++
+					case "END_OF_SNAPSHOT":
+						ended = true
+					case "error", "RESET":
+						ferr = fmt.Errorf("%s frame: %.300s", typ, b.Bytes())
+					}
+				})
+				if ferr == nil {
+					ferr = err
 				}
-			}); err != nil {
-				return err
 			}
-			if ferr != nil {
-				return ferr
+			select {
+			case free <- b:
+			default:
 			}
 		}
-		if !ended || added != n {
-			return fmt.Errorf("parsed %d ADDED frames (end marker: %t); counted %d while reading", added, ended, n)
+		if ferr == nil && !ended {
+			ferr = errors.New("no END_OF_SNAPSHOT frame")
 		}
-		return nil
+		if ferr == nil && added != n {
+			ferr = fmt.Errorf("parsed %d ADDED frames; counted %d while reading", added, n)
+		}
+		verdict <- ferr
+	}()
+	verify = func() error { return <-verdict }
+	defer close(msgs)
+	for {
+		_, r, err := c.Reader(ctx)
+		if err != nil {
+			return n, verify, err
+		}
+		var b *bytes.Buffer
+		select {
+		case b = <-free:
+			b.Reset()
+		default:
+			b = new(bytes.Buffer)
+		}
+		if _, err := b.ReadFrom(r); err != nil {
+			return n, verify, err
+		}
+		n += bytes.Count(b.Bytes(), []byte(`{"type":"ADDED","id":"snap",`))
+		msgs <- b
+		if bytes.Contains(b.Bytes(), []byte(`{"type":"END_OF_SNAPSHOT","id":"snap",`)) ||
+			bytes.Contains(b.Bytes(), []byte(`{"type":"error"`)) || bytes.Contains(b.Bytes(), []byte(`{"type":"RESET"`)) {
+			return n, verify, nil
+		}
 	}
-	return n, verify, nil
 }
 
 // protoConfig is cfg asking for protobuf, as client-go programs for
