@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -521,12 +520,12 @@ func scenarioSnapshot(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]
 // frames until END_OF_SNAPSHOT.
 // gatewaySnapshot subscribes to every Pod and reads the snapshot up to its
 // end marker. While the clock runs the reader only receives each message
-// into a reused buffer and counts its frames by their leading bytes, as
-// the JSON arm counts objects, and hands the message to a verifier
-// goroutine, which parses every frame meanwhile: the figure is the time to
-// deliver the snapshot, not one goroutine's parse of tens of megabytes
-// (on a small machine that takes longer than the delivery). verify waits
-// for the verifier's verdict, after the clock has stopped.
+// (into a buffer sized for a full batch, so it is not regrown as it
+// fills) and counts its frames by their leading bytes, as the JSON arm
+// counts objects: the figure is the time to deliver the snapshot, not
+// this reader's parse of tens of megabytes, which on a small machine takes
+// longer than the delivery and would compete with the gateway for CPU.
+// verify then parses every frame, after the clock has stopped.
 func gatewaySnapshot(ctx context.Context, env *Env) (n int, verify func() error, err error) {
 	u := strings.Replace(env.GatewayURL, "http://", "ws://", 1) + "/ws"
 	c, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{Subprotocols: []string{"kubegate.v1"}})
@@ -538,65 +537,55 @@ func gatewaySnapshot(ctx context.Context, env *Env) (n int, verify func() error,
 	if err := c.Write(ctx, websocket.MessageText, []byte(`{"type":"subscribe","id":"snap","resource":"pods"}`)); err != nil {
 		return 0, nil, err
 	}
-	msgs := make(chan *bytes.Buffer, 1024)
-	free := make(chan *bytes.Buffer, 1024)
-	verdict := make(chan error, 1)
-	go func() {
-		added, ended := 0, false
-		var ferr error
-		for b := range msgs {
-			if ferr == nil {
-				err := scanFrames(b.Bytes(), func(typ, id, rv []byte) {
-					switch string(typ) {
-					case "ADDED":
-						added++
-					case "END_OF_SNAPSHOT":
-						ended = true
-					case "error", "RESET":
-						ferr = fmt.Errorf("%s frame: %.300s", typ, b.Bytes())
-					}
-				})
-				if ferr == nil {
-					ferr = err
-				}
-			}
-			select {
-			case free <- b:
-			default:
-			}
-		}
-		if ferr == nil && !ended {
-			ferr = errors.New("no END_OF_SNAPSHOT frame")
-		}
-		if ferr == nil && added != n {
-			ferr = fmt.Errorf("parsed %d ADDED frames; counted %d while reading", added, n)
-		}
-		verdict <- ferr
-	}()
-	verify = func() error { return <-verdict }
-	defer close(msgs)
+	// The gateway's batches stop growing at 256 KiB (websocket.maxBatchBytes).
+	const batchBytes = 256<<10 + 16<<10
+	var msgs [][]byte
 	for {
 		_, r, err := c.Reader(ctx)
 		if err != nil {
-			return n, verify, err
+			return n, nil, err
 		}
-		var b *bytes.Buffer
-		select {
-		case b = <-free:
-			b.Reset()
-		default:
-			b = new(bytes.Buffer)
-		}
+		b := bytes.NewBuffer(make([]byte, 0, batchBytes))
 		if _, err := b.ReadFrom(r); err != nil {
-			return n, verify, err
+			return n, nil, err
 		}
-		n += bytes.Count(b.Bytes(), []byte(`{"type":"ADDED","id":"snap",`))
-		msgs <- b
-		if bytes.Contains(b.Bytes(), []byte(`{"type":"END_OF_SNAPSHOT","id":"snap",`)) ||
-			bytes.Contains(b.Bytes(), []byte(`{"type":"error"`)) || bytes.Contains(b.Bytes(), []byte(`{"type":"RESET"`)) {
-			return n, verify, nil
+		m := b.Bytes()
+		msgs = append(msgs, m)
+		n += bytes.Count(m, []byte(`{"type":"ADDED","id":"snap",`))
+		// An end marker closes the snapshot's last message; an error or
+		// RESET opens one.
+		head, tail := m[:min(len(m), 64)], m[max(0, len(m)-128):]
+		if bytes.Contains(tail, []byte(`{"type":"END_OF_SNAPSHOT","id":"snap",`)) ||
+			bytes.Contains(head, []byte(`{"type":"error"`)) || bytes.Contains(head, []byte(`{"type":"RESET"`)) {
+			break
 		}
 	}
+	verify = func() error {
+		added, ended := 0, false
+		for _, m := range msgs {
+			var ferr error
+			if err := scanFrames(m, func(typ, id, rv []byte) {
+				switch string(typ) {
+				case "ADDED":
+					added++
+				case "END_OF_SNAPSHOT":
+					ended = true
+				case "error", "RESET":
+					ferr = fmt.Errorf("%s frame: %.300s", typ, m)
+				}
+			}); err != nil {
+				return err
+			}
+			if ferr != nil {
+				return ferr
+			}
+		}
+		if !ended || added != n {
+			return fmt.Errorf("parsed %d ADDED frames (end marker: %t); counted %d while reading", added, ended, n)
+		}
+		return nil
+	}
+	return n, verify, nil
 }
 
 // protoConfig is cfg asking for protobuf, as client-go programs for
