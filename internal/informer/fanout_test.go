@@ -270,12 +270,12 @@ func TestResyncSharesOneCut(t *testing.T) {
 		}
 	}
 	all2.Stop()
-	if len(p.resyncs) != 4 {
-		t.Fatalf("%d listeners scheduled after one stopped, want 4", len(p.resyncs))
+	if len(p.resyncs) != 4 || len(p.scheduled) != 4 || p.scheduled[all2] != nil {
+		t.Fatalf("%d listeners scheduled (%d entries) after one stopped, want 4", len(p.resyncs), len(p.scheduled))
 	}
-	for i, l := range p.resyncs {
-		if l.heapIndex != i {
-			t.Fatalf("schedule entry %d thinks it is at %d", i, l.heapIndex)
+	for i, e := range p.resyncs {
+		if e.index != i || p.scheduled[e.l] != e {
+			t.Fatalf("schedule entry %d thinks it is at %d", i, e.index)
 		}
 	}
 }

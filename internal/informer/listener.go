@@ -181,11 +181,6 @@ type Listener struct {
 	// Guarded by the processor's lock: removed is set once the processor
 	// has dropped the listener.
 	removed bool
-	// Guarded by the processor's resync lock: the listener's place in
-	// the resync schedule.
-	nextResync time.Time
-	heapIndex  int
-
 	// mu guards everything below.
 	mu sync.Mutex
 	// ring holds live notifications in order. It grows by doubling and

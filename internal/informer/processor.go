@@ -1,6 +1,7 @@
 package informer
 
 import (
+	"container/heap"
 	"fmt"
 	"strconv"
 	"sync"
@@ -61,9 +62,11 @@ type processor struct {
 	wakes []*Listener
 
 	// resyncMu guards the resync schedule (lock order: mu, resyncMu,
-	// Listener.mu).
-	resyncMu sync.Mutex
-	resyncs  resyncQueue
+	// Listener.mu): a min-heap on each resyncing listener's next resync,
+	// and each listener's entry in it.
+	resyncMu  sync.Mutex
+	resyncs   resyncQueue
+	scheduled map[*Listener]*resyncEntry
 
 	// published mirrors lastRV once a delta has been fully distributed. It
 	// is stored after the listeners' offers, so a listener that reads it
@@ -81,6 +84,7 @@ func newProcessor(gvr schema.GroupVersionResource, opts *Options, m *resourceMet
 		minResync: opts.MinResync,
 		listeners: newListenerIndex(),
 		nsKeys:    map[string][]string{},
+		scheduled: map[*Listener]*resyncEntry{},
 		hist:      newHistory(opts.HistoryEvents, opts.HistoryBytes),
 	}
 	p.store = cache.NewThreadSafeStore(cache.Indexers{cache.NamespaceIndex: p.namespaceIndex}, cache.Indices{})
@@ -366,19 +370,18 @@ func (p *processor) eachMatchingLocked(f *Filter, fn func(*Object)) {
 // it resumes. Caller has validated opts.
 func (p *processor) addListener(opts ListenerOptions) (*Listener, error) {
 	l := &Listener{
-		hub:       p,
-		filter:    opts.Filter,
-		key:       indexKeyOf(&opts.Filter),
-		policy:    opts.Overflow,
-		maxEv:     opts.MaxEvents,
-		maxB:      opts.MaxBytes,
-		wake:      opts.Wake,
-		onWake:    opts.OnWake,
-		budget:    opts.ResyncBudget,
-		metrics:   p.metrics,
-		clock:     p.clock,
-		ring:      newRing(),
-		heapIndex: -1,
+		hub:     p,
+		filter:  opts.Filter,
+		key:     indexKeyOf(&opts.Filter),
+		policy:  opts.Overflow,
+		maxEv:   opts.MaxEvents,
+		maxB:    opts.MaxBytes,
+		wake:    opts.Wake,
+		onWake:  opts.OnWake,
+		budget:  opts.ResyncBudget,
+		metrics: p.metrics,
+		clock:   p.clock,
+		ring:    newRing(),
 	}
 	if l.maxEv <= 0 {
 		l.maxEv = defaultMaxEvents
@@ -433,8 +436,9 @@ func (p *processor) attach(l *Listener, resumeRV uint64, snapshot bool) (pending
 	p.listeners.add(l)
 	if l.resync > 0 {
 		p.resyncMu.Lock()
-		l.nextResync = now.Add(l.resync)
-		p.resyncs.push(l)
+		e := &resyncEntry{l: l, next: now.Add(l.resync)}
+		p.scheduled[l] = e
+		heap.Push(&p.resyncs, e)
 		p.resyncMu.Unlock()
 	}
 	p.metrics.listeners.Inc()
@@ -450,7 +454,10 @@ func (p *processor) removeListener(l *Listener) {
 	l.removed = true
 	p.listeners.remove(l)
 	p.resyncMu.Lock()
-	p.resyncs.remove(l)
+	if e := p.scheduled[l]; e != nil {
+		heap.Remove(&p.resyncs, e.index)
+		delete(p.scheduled, l)
+	}
 	p.resyncMu.Unlock()
 	p.metrics.listeners.Dec()
 }

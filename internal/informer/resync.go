@@ -76,8 +76,9 @@ func (p *processor) resyncTick(now time.Time) {
 	p.mu.RLock()
 	p.resyncMu.Lock()
 	var cut *storeCut
-	for len(p.resyncs) > 0 && !p.resyncs[0].nextResync.After(now) {
-		l := p.resyncs[0]
+	for len(p.resyncs) > 0 && !p.resyncs[0].next.After(now) {
+		e := p.resyncs[0]
+		l := e.l
 		next := now.Add(l.resync)
 		if cut == nil {
 			cut = p.cutLocked()
@@ -88,8 +89,8 @@ func (p *processor) resyncTick(now time.Time) {
 			next = now.Add(wait)
 			p.metrics.resyncsDeferred.Inc()
 		}
-		l.nextResync = next
-		heap.Fix(&p.resyncs, l.heapIndex)
+		e.next = next
+		heap.Fix(&p.resyncs, e.index)
 	}
 	p.resyncMu.Unlock()
 	p.mu.RUnlock()
@@ -123,38 +124,38 @@ func (l *Listener) startResync(cut *storeCut, now time.Time) (wait time.Duration
 	return 0, true
 }
 
-// resyncQueue is a min-heap of listeners on nextResync
+// resyncEntry is a listener's place in the resync schedule, which the
+// processor owns.
+type resyncEntry struct {
+	l     *Listener
+	next  time.Time // when its next resync is due
+	index int       // in the heap
+}
+
+// resyncQueue is a min-heap of entries on their next resync
 // (container/heap.Interface). Guarded by processor.resyncMu.
-type resyncQueue []*Listener
+type resyncQueue []*resyncEntry
 
 func (q resyncQueue) Len() int           { return len(q) }
-func (q resyncQueue) Less(i, j int) bool { return q[i].nextResync.Before(q[j].nextResync) }
+func (q resyncQueue) Less(i, j int) bool { return q[i].next.Before(q[j].next) }
 func (q resyncQueue) Swap(i, j int) {
 	q[i], q[j] = q[j], q[i]
-	q[i].heapIndex, q[j].heapIndex = i, j
+	q[i].index, q[j].index = i, j
 }
 
 func (q *resyncQueue) Push(x any) {
-	l := x.(*Listener)
-	l.heapIndex = len(*q)
-	*q = append(*q, l)
+	e := x.(*resyncEntry)
+	e.index = len(*q)
+	*q = append(*q, e)
 }
 
 func (q *resyncQueue) Pop() any {
 	old := *q
-	l := old[len(old)-1]
+	e := old[len(old)-1]
 	old[len(old)-1] = nil
 	*q = old[:len(old)-1]
-	l.heapIndex = -1
-	return l
-}
-
-func (q *resyncQueue) push(l *Listener) { heap.Push(q, l) }
-
-func (q *resyncQueue) remove(l *Listener) {
-	if l.heapIndex >= 0 {
-		heap.Remove(q, l.heapIndex)
-	}
+	e.index = -1
+	return e
 }
 
 // ResyncBudget bounds the resync work of one client: the objects its
