@@ -22,6 +22,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"kubegate/internal/auth"
 	httpapi "kubegate/internal/http"
@@ -400,6 +403,9 @@ func TestEndToEndRevocation(t *testing.T) {
 	if f.Type != "error" || !f.Ended || f.Status == nil || f.Status.Code != http.StatusForbidden {
 		t.Fatalf("frame %+v, want an ended 403 error", f)
 	}
+	if st := f.Status; st.Kind != "Status" || st.APIVersion != "v1" || st.Reason != metav1.StatusReasonForbidden {
+		t.Fatalf("error frame's Status %+v, want a complete Status (kind, apiVersion, reason Forbidden)", st)
+	}
 	if took > bound {
 		t.Fatalf("subscription ended %v after the revocation, want at most %v", took, bound)
 	}
@@ -455,6 +461,9 @@ func TestEndToEndTokenRevoked(t *testing.T) {
 	took := time.Since(deleted)
 	if f.Type != "error" || !f.Ended || f.Status == nil || f.Status.Code != http.StatusUnauthorized {
 		t.Fatalf("frame %+v, want an ended 401 error", f)
+	}
+	if st := f.Status; st.Kind != "Status" || st.APIVersion != "v1" || st.Reason != metav1.StatusReasonUnauthorized {
+		t.Fatalf("error frame's Status %+v, want a complete Status (kind, apiVersion, reason Unauthorized)", st)
 	}
 	t.Logf("subscription ended %v after the service account was deleted", took)
 }
@@ -537,6 +546,9 @@ func TestEndToEndREST(t *testing.T) {
 
 // TestEndToEndRESTWatchRevoked: a REST watch ends with an ERROR event
 // carrying 403, then closes, once the watcher's RoleBinding is deleted.
+// It watches with client-go, which decodes the ERROR event's object as a
+// Status: one without kind and apiVersion reaches it as a 500 "Object
+// 'Kind' is missing", not as the 403 it is.
 func TestEndToEndRESTWatchRevoked(t *testing.T) {
 	t.Parallel() // waits for the re-check
 	env := testenv.Get(t)
@@ -546,29 +558,21 @@ func TestEndToEndRESTWatchRevoked(t *testing.T) {
 	waitRBAC(t, "gina", ns)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.base+"/api/v1/pods?watch=1", nil)
-	req.Header.Set("Authorization", "Bearer "+userToken(t, "gina"))
-	resp, err := http.DefaultClient.Do(req)
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: g.base, BearerToken: userToken(t, "gina")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("watch: %d %s", resp.StatusCode, b)
+	w, err := cs.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("watch: %v", err)
 	}
-	dec := json.NewDecoder(resp.Body)
-	type event struct {
-		Type   string
-		Object json.RawMessage
-	}
+	defer w.Stop()
 	createPod(t, ns, "seen")
-	for {
-		var e event
-		if err := dec.Decode(&e); err != nil {
-			t.Fatalf("before the revocation: %v", err)
+	for e := range w.ResultChan() {
+		if e.Type == watch.Error {
+			t.Fatalf("before the revocation: %v", apierrors.FromObject(e.Object))
 		}
-		if e.Type == "ADDED" {
+		if e.Type == watch.Added {
 			break
 		}
 	}
@@ -576,25 +580,21 @@ func TestEndToEndRESTWatchRevoked(t *testing.T) {
 	if err := env.Client.RbacV1().RoleBindings(ns).Delete(t.Context(), rb, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		var e event
-		if err := dec.Decode(&e); err != nil {
-			t.Fatalf("stream ended without an ERROR event: %v", err)
+	var got error
+	for e := range w.ResultChan() {
+		if e.Type == watch.Error {
+			got = apierrors.FromObject(e.Object)
+			break
 		}
-		if e.Type != "ERROR" {
-			continue // events from before the revocation
-		}
-		var st metav1.Status
-		if err := json.Unmarshal(e.Object, &st); err != nil || st.Code != http.StatusForbidden {
-			t.Fatalf("ERROR event %s, want a 403 Status", e.Object)
-		}
-		break
+		// events from before the revocation
+	}
+	if !apierrors.IsForbidden(got) {
+		t.Fatalf("watch ended with %v (reason %q), want 403 Forbidden", got, apierrors.ReasonForError(got))
 	}
 	if took, bound := time.Since(revoked), e2eRecheck+e2eAllowTTL+2*time.Second; took > bound {
 		t.Fatalf("watch ended %v after the revocation, want at most %v", took, bound)
 	}
-	var e event
-	if err := dec.Decode(&e); err == nil {
-		t.Fatalf("event after the ERROR: %+v", e)
+	if e, ok := <-w.ResultChan(); ok {
+		t.Fatalf("event after the ERROR: %v %T", e.Type, e.Object)
 	}
 }
