@@ -185,11 +185,11 @@ type Listener struct {
 	mu sync.Mutex
 	// ring holds live notifications in order. It grows by doubling and
 	// shrinks back to ringNormalSize once drained. read counts the
-	// notifications ever taken from it, written those ever put in, so a
-	// view can be placed between two of them.
-	ring          buffer.Ring[Notification]
-	read, written uint64
-	bytes         int64
+	// notifications taken from it since it was last rewritten, so a view
+	// can be placed between two of them (see writtenLocked).
+	ring  buffer.Ring[Notification]
+	read  uint64
+	bytes int64
 	// needSnapshot: buffering is suspended; the next Pop cuts a snapshot
 	// (behind a Reset, if needReset) and buffering resumes.
 	needSnapshot bool
@@ -229,6 +229,10 @@ type view struct {
 	next   int
 	sent   int
 }
+
+// writtenLocked is the position after the last notification in the
+// ring: where a view placed now goes. Caller must hold l.mu.
+func (l *Listener) writtenLocked() uint64 { return l.read + uint64(l.ring.Len()) }
 
 // Filter returns the listener's filter.
 func (l *Listener) Filter() Filter { return l.filter }
@@ -282,7 +286,6 @@ func (l *Listener) offer(n Notification, now time.Time) (signal bool) {
 		l.oldestAt = now
 	}
 	l.ring.WriteOne(n)
-	l.written++
 	l.bytes += size
 	return idle
 }
@@ -297,7 +300,7 @@ func (l *Listener) overflowLocked() {
 		// stays ahead of every change; a pending resync is dropped, as
 		// its state is older than the collapsed changes (the next period
 		// brings another).
-		l.read, l.written = 0, uint64(l.ring.Len())
+		l.read = 0
 		if v := l.view; v != nil {
 			if v.typ == Sync {
 				l.view = nil
@@ -318,7 +321,7 @@ func (l *Listener) resetLocked() {
 	l.stats.Resets++
 	l.metrics.resets.Inc()
 	l.ring = newRing()
-	l.read, l.written = 0, 0
+	l.read = 0
 	l.bytes = 0
 	l.needSnapshot = true
 	l.needReset = true
@@ -400,7 +403,7 @@ func (l *Listener) Pop(buf []Notification) []Notification {
 	return l.PopAtMost(buf, 0)
 }
 
-// PopAtMost is Pop appending at most limit notifications (0: none), so
+// PopAtMost is Pop appending at most limit notifications (0: no limit), so
 // that a consumer can stream a large snapshot in bounded chunks. What it
 // leaves stays pending and is not signalled again: call it until it
 // appends fewer than limit, which means the listener was empty (sinks do

@@ -120,7 +120,7 @@ func (l *Listener) startResync(cut *storeCut, now time.Time) (wait time.Duration
 			return wait, false
 		}
 	}
-	l.view = &view{chunks: chunks, typ: Sync, rv: cut.rv, at: l.written}
+	l.view = &view{chunks: chunks, typ: Sync, rv: cut.rv, at: l.writtenLocked()}
 	return 0, true
 }
 
@@ -166,7 +166,9 @@ func (q *resyncQueue) Pop() any {
 // It is a token bucket that may go into debt: a resync is started while
 // the bucket is not in debt and charged in full, however large, so a
 // resync larger than the burst still runs, and the client's next resyncs
-// wait until the debt is paid. Over time the client gets at most
+// wait until the debt is paid. (golang.org/x/time/rate refuses a charge
+// above its burst outright, which would never let a large resync run,
+// and a resync's cost is settled only once it has been sent.) Over time the client gets at most
 // perSecond objects a second, plus one burst. Safe for concurrent use.
 type ResyncBudget struct {
 	mu     sync.Mutex
