@@ -186,7 +186,7 @@ func (ws *watchStream) event(typ string, obj []byte, rv uint64) {
 	ws.buf.WriteString(`{"type":"`)
 	ws.buf.WriteString(typ)
 	ws.buf.WriteString(`","object":`)
-	ws.buf.Write(bytes.TrimRight(obj, "\n")) // Raw ends with a newline
+	ws.buf.Write(bytes.TrimRight(obj, "\n")) // one event per line, whatever obj ends with
 	ws.buf.WriteString("}\n")
 	if ws.sse {
 		ws.buf.WriteByte('\n')
