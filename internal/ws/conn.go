@@ -36,9 +36,34 @@ const (
 // Hijack hands over the connection with the socket's own small buffers
 // (see readBufferSize) instead of net/http's, which are then dropped with
 // the rest of the request once ServeHTTP returns.
+//
+// websocket.Accept answers a refused handshake (bad request, foreign
+// Origin) with a plain-text body. The hijacker holds that answer back
+// (refused, refusal) so that the server can send it as a Status instead,
+// the one error shape clients of the gateway know.
 type hijacker struct {
 	http.ResponseWriter
 	conn *netConn // set by Hijack
+
+	refused int          // the status Accept refused with, 0 if none
+	refusal bytes.Buffer // Accept's plain-text reason
+}
+
+// WriteHeader holds back an error status; see hijacker.
+func (h *hijacker) WriteHeader(code int) {
+	if code >= http.StatusBadRequest {
+		h.refused = code
+		return
+	}
+	h.ResponseWriter.WriteHeader(code)
+}
+
+// Write holds back the body of a refusal; see hijacker.
+func (h *hijacker) Write(b []byte) (int, error) {
+	if h.refused != 0 {
+		return h.refusal.Write(b)
+	}
+	return h.ResponseWriter.Write(b)
 }
 
 // Unwrap lets http.ResponseController reach the wrapped writer.

@@ -142,6 +142,23 @@ func TestOversizedMessageClosesWith1009(t *testing.T) {
 	}
 }
 
+// checkRefusal checks that a refused handshake was answered with a
+// complete Status, as every other error is.
+func checkRefusal(t *testing.T, resp *http.Response, code int, reason metav1.StatusReason, msg string) {
+	t.Helper()
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q, want application/json", ct)
+	}
+	var st metav1.Status
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatalf("body is not a Status: %v", err)
+	}
+	if st.Kind != "Status" || st.APIVersion != "v1" || st.Status != metav1.StatusFailure || st.Code != int32(code) ||
+		(reason != "" && st.Reason != reason) || st.Reason == "" || !strings.Contains(st.Message, msg) {
+		t.Fatalf("status %+v; want a complete %d %s mentioning %q", st, code, reason, msg)
+	}
+}
+
 func TestHandshake(t *testing.T) {
 	env := testenv.Get(t)
 	ts := startServer(t, startManager(t, env.Config, nil), func(o *Options) {
@@ -165,11 +182,11 @@ func TestHandshake(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusUpgradeRequired {
 			t.Fatalf("status %d, want 426", resp.StatusCode)
 		}
+		checkRefusal(t, resp, http.StatusUpgradeRequired, "", "Upgrade")
 	})
 	t.Run("token protocol is never selected", func(t *testing.T) {
 		tok := "base64url.bearer.authorization.k8s.io.c2VjcmV0"
@@ -203,6 +220,7 @@ func TestHandshake(t *testing.T) {
 			if resp == nil || resp.StatusCode != http.StatusForbidden {
 				t.Fatalf("response %v, want 403", resp)
 			}
+			checkRefusal(t, resp, http.StatusForbidden, metav1.StatusReasonForbidden, "websocket.allowedOrigins")
 		})
 	}
 	t.Run("same host", func(t *testing.T) {

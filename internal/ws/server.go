@@ -14,7 +14,9 @@ import (
 	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
 
 	"kubegate/internal/apistatus"
@@ -287,9 +289,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hj := &hijacker{ResponseWriter: w}
 	c, err := websocket.Accept(hj, r, s.accept)
 	if err != nil {
-		// Accept has answered (400 bad handshake, 403 origin).
+		// Accept refused the handshake (400 bad handshake, 403 foreign
+		// Origin, 426 not an upgrade) and left its answer to hj.
 		s.metrics.rejected.WithLabelValues("handshake").Inc()
 		s.log.Debug("websocket handshake refused", zap.Error(err), zap.String("client", client))
+		if hj.refused != 0 {
+			writeRefusal(w, hj.refused, strings.TrimSpace(hj.refusal.String()))
+		}
 		return
 	}
 	c.SetReadLimit(s.opts.MaxMessageBytes)
@@ -308,6 +314,24 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer s.unregister(sock)
 		sock.run()
 	}()
+}
+
+// writeRefusal answers a handshake websocket.Accept refused with a Status
+// of the same code. A foreign Origin's message says which setting admits
+// it.
+func writeRefusal(w http.ResponseWriter, code int, msg string) {
+	if code == http.StatusForbidden {
+		msg += "; a browser page on another origin must be listed in websocket.allowedOrigins (see docs/protocol.md)"
+	}
+	// NewGenericServerResponse gives the reason kube-apiserver uses for
+	// each code.
+	st := apierrors.NewGenericServerResponse(code, "", schema.GroupResource{}, "", msg, 0, false).ErrStatus
+	st.Message = msg
+	st.Details = nil
+	if st.Reason == metav1.StatusReasonUnknown {
+		st.Reason = metav1.StatusReasonBadRequest // 426: not an upgrade
+	}
+	apistatus.Write(w, &st)
 }
 
 // register admits sock within the limits. It returns a close code and
