@@ -71,8 +71,8 @@ func badRequest(f *clientFrame, format string, args ...any) *requestError {
 }
 
 // parseClientFrame decodes and validates one client text frame. Errors are
-// *requestError; when the frame names a known type and an id, the error
-// carries them so the client can tell which request failed.
+// *requestError; once the frame names a known type, the error carries it
+// and the id, so the client can tell which request failed.
 //
 // Field names are matched exactly (encoding/json alone would accept
 // "labelselector" for "labelSelector"), and unknown fields are refused, so
@@ -104,13 +104,15 @@ func parseClientFrame(data []byte) (*clientFrame, error) {
 	default:
 		return nil, badRequest(nil, `invalid frame: unknown type %q; want "subscribe" or "unsubscribe"`, truncate(f.Type, 64))
 	}
+	// From here on errors name the request, and the id if it is a string:
+	// one too long to be a subscription's id is still echoed, once, so
+	// that the client can tell which request failed.
 	if err := decodeField(fields, "id", &f.ID); err != nil {
-		return nil, badRequest(nil, "invalid %s frame: %v", f.Type, err)
+		return nil, badRequest(&clientFrame{Type: f.Type}, "invalid %s frame: %v", f.Type, err)
 	}
 	if err := validID(f.ID); err != nil {
-		return nil, badRequest(nil, "invalid %s frame: %v", f.Type, err)
+		return nil, badRequest(&clientFrame{Type: f.Type, ID: f.ID}, "invalid %s frame: %v", f.Type, err)
 	}
-	// From here on errors name the request.
 	known := map[string]any{"type": nil, "id": nil}
 	if f.Type == typeSubscribe {
 		known = map[string]any{"type": nil, "id": nil, "resource": &f.Resource, "namespace": &f.Namespace,
