@@ -423,6 +423,32 @@ func TestDashboardResumeAndReset(t *testing.T) {
 		document.getElementById("count").textContent === "3" && `+row(ns, "a")+` === null && `+row(ns, "d")+` !== null && `+
 		cellIs(ns, "b", "labels", "gen="+strconv.Itoa(history+4)))
 	screenshot(t, ctx, "dashboard-reset.png")
+
+	// Cut off mid-snapshot: a snapshot's ADDED frames are not resume
+	// points, so the page must start afresh rather than resume from one
+	// and keep what it had received. The frames are handed to the page as
+	// if the gateway had sent them: a RESET, then one ADDED of the new
+	// snapshot carrying a current rv.
+	rv, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => {
+		const s = [...kubegate.subs.values()].find((s) => s.id.startsWith("table-"));
+		const rv = s.rv;
+		kubegate.frame({type: "RESET", id: s.id, reason: "Reauthorized"});
+		kubegate.frame({type: "ADDED", id: s.id, rv, object: {apiVersion: "v1", kind: "ConfigMap",
+			metadata: {name: "phantom", namespace: `+strconv.Quote(ns)+`, resourceVersion: rv}}});
+		return s.rv;
+	})()`))
+	if err != nil || rv != "" {
+		t.Fatalf("resume point after a snapshot's first ADDED = %q (%v), want none", rv, err)
+	}
+	if err := chromedp.Do(ctx, evalVoid(`kubegate.disconnect()`)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, 5*time.Second, "offline", `kubegate.connection === "reconnecting"`)
+	if err := chromedp.Do(ctx, evalVoid(`kubegate.connect()`)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, 10*time.Second, "fresh snapshot", `kubegate.connection === "connected" && document.body.dataset.synced !== "" &&
+		document.getElementById("count").textContent === "3" && `+row(ns, "phantom")+` === null && `+row(ns, "d")+` !== null`)
 }
 
 // With token authentication the page asks for a token on 401 and passes it

@@ -193,12 +193,15 @@ function handleFrame(f) {
     }
     case "ADDED": case "MODIFIED": case "SYNC":
       if (!sub) return;
-      if (f.type !== "SYNC") sub.rv = f.rv;
+      // A snapshot's ADDED frames come in no resourceVersion order, so
+      // only END_OF_SNAPSHOT and what follows it are resume points; a
+      // socket cut off mid-snapshot starts afresh (docs/protocol.md).
+      if (f.type !== "SYNC" && sub.synced) sub.rv = f.rv;
       sub.upsert(f.object, f.type, sub.synced && f.type !== "SYNC");
       return;
     case "DELETED":
       if (!sub) return;
-      sub.rv = f.rv;
+      if (sub.synced) sub.rv = f.rv;
       sub.remove(f.object, sub.synced);
       return;
     case "END_OF_SNAPSHOT":
@@ -503,9 +506,10 @@ async function main() {
 
 // window.kubegate exposes the page's state for debugging and tests.
 // disconnect() and connect() take the page offline and back, to watch a
-// resume (or, when the gateway's history no longer covers it, a RESET).
+// resume (or, when the gateway's history no longer covers it, a RESET);
+// frame(f) handles f as if the gateway had sent it.
 window.kubegate = {
-  stats, subs, table,
+  stats, subs, table, frame: handleFrame,
   get connection() { return $("conn").dataset.state; },
   disconnect() { paused = true; if (ws) ws.close(1000, "offline"); },
   connect() { if (paused) { paused = false; if (!ws) connect(); } },
