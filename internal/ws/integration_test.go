@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"kubegate/internal/informer"
 	"kubegate/internal/testenv"
@@ -314,8 +315,29 @@ func TestShutdownClosesWithGoingAway(t *testing.T) {
 
 // TestClientThatKeepsFallingBehindIsClosed: a client that reads, but too
 // slowly for the change rate, overflows into RESET and a snapshot again
-// and again; after MaxSlowResets in a row it is closed with 4001.
+// and again; after MaxSlowResets, each within SlowResetWindow of the one
+// before, it is closed with 4001.
 func TestClientThatKeepsFallingBehindIsClosed(t *testing.T) {
+	t.Run("stops reading at each RESET", func(t *testing.T) {
+		fallBehind(t, false, 0)
+	})
+	// Reading each snapshot to its end is not catching up: each RESET
+	// costs another snapshot.
+	t.Run("reads each snapshot to its end", func(t *testing.T) {
+		fallBehind(t, true, 0)
+	})
+	// RESETs further apart than SlowResetWindow start the count afresh.
+	t.Run("falls behind once a window", func(t *testing.T) {
+		fallBehind(t, false, time.Minute+time.Second)
+	})
+}
+
+// fallBehind drives a client into overflow RESETs round after round,
+// reading up to each RESET (and the snapshot after it, if readSnapshot)
+// before it stops reading again. With a gap, the gateway's clock moves
+// on by gap between rounds and the client must never be closed;
+// otherwise it must be closed with 4001 after MaxSlowResets.
+func fallBehind(t *testing.T, readSnapshot bool, gap time.Duration) {
 	env := testenv.Get(t)
 	ns := env.Namespace(t)
 	big := strings.Repeat("x", 700<<10)
@@ -338,10 +360,13 @@ func TestClientThatKeepsFallingBehindIsClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	clk := &fakeClock{FakeClock: clocktesting.NewFakeClock(time.Now()), realDelays: true}
 	ts := startServer(t, startManager(t, env.Config, nil), func(o *Options) {
 		o.ListenerMaxEvents = 2
 		o.WriteTimeout = time.Minute
 		o.PingInterval = time.Hour
+		o.RecheckInterval = time.Hour
+		o.clock = clk
 	})
 	// A fixed, small receive buffer: the kernel would otherwise grow it
 	// (up to tens of MiB) as the client reads, and the client would stop
@@ -369,13 +394,35 @@ func TestClientThatKeepsFallingBehindIsClosed(t *testing.T) {
 	if f := c.next(); f.Type != "ack" {
 		t.Fatalf("first frame %v", f)
 	}
+	// read reads messages until one holds want; false when the socket
+	// was closed with 4001.
+	read := func(round int, want string) bool {
+		t.Helper()
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_, data, err := c.c.Read(ctx)
+			cancel()
+			if err != nil {
+				if code := websocket.CloseStatus(err); code != 4001 {
+					t.Fatalf("round %d: %v, want close 4001", round, err)
+				}
+				return false
+			}
+			if strings.Contains(string(data), want) {
+				return true
+			}
+		}
+	}
 	// Each round: overflow the subscription while the writer is blocked,
 	// then read up to the RESET that follows, and stop reading again.
 	resets := 0
-rounds:
-	for round := 1; ; round++ {
-		if round > 10 {
-			t.Fatalf("not closed after %d overflow RESETs", resets)
+	rounds := 10
+	if gap > 0 {
+		rounds = ts.opts.MaxSlowResets + 2
+	}
+	for round := 1; round <= rounds; round++ {
+		if gap > 0 && round > 1 {
+			clk.Step(gap)
 		}
 		// Large changes fill whatever the TCP buffers still take; once the
 		// writer is blocked, they overflow the subscription's bound.
@@ -389,28 +436,27 @@ rounds:
 				t.Fatal(err)
 			}
 		}
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			_, data, err := c.c.Read(ctx)
-			cancel()
-			if err != nil {
-				if code := websocket.CloseStatus(err); code != 4001 {
-					t.Fatalf("round %d: %v, want close 4001", round, err)
-				}
-				if resets < ts.opts.MaxSlowResets {
-					t.Fatalf("closed after %d RESETs, want %d", resets, ts.opts.MaxSlowResets)
-				}
-				break rounds
-			}
-			if strings.Contains(string(data), `{"type":"RESET","id":"s","reason":"Overflow"}`) {
-				resets++
-				break
-			}
+		open := read(round, `{"type":"RESET","id":"s","reason":"Overflow"}`)
+		if open && readSnapshot {
+			open = read(round, `"type":"END_OF_SNAPSHOT","id":"s"`)
 		}
+		if !open {
+			if gap > 0 {
+				t.Fatalf("closed after %d RESETs %v apart", resets, gap)
+			}
+			if resets < ts.opts.MaxSlowResets {
+				t.Fatalf("closed after %d RESETs, want %d", resets, ts.opts.MaxSlowResets)
+			}
+			eventually(t, "the slow_consumer close to be counted", func() bool {
+				return counterValue(ts.metrics.closes.WithLabelValues(closeSlowConsumer)) == 1
+			})
+			return
+		}
+		resets++
 	}
-	eventually(t, "the slow_consumer close to be counted", func() bool {
-		return counterValue(ts.metrics.closes.WithLabelValues(closeSlowConsumer)) == 1
-	})
+	if gap == 0 {
+		t.Fatalf("not closed after %d overflow RESETs", resets)
+	}
 }
 
 func dialSmallReceiveBuffer(t *testing.T, ts *testServer) *client {

@@ -84,9 +84,14 @@ type Options struct {
 	// ShutdownGrace bounds how long Start waits for sockets to finish
 	// their close handshake before dropping them. Default 5s.
 	ShutdownGrace time.Duration
-	// MaxSlowResets is how many overflow RESETs in a row, without catching
-	// up in between, close a socket with 4001. Default 3.
+	// MaxSlowResets is how many overflow RESETs close a socket with 4001
+	// when each comes within SlowResetWindow of the one before. Each
+	// costs the gateway a snapshot; a client that keeps costing one is
+	// told to go away. Default 3.
 	MaxSlowResets int
+	// SlowResetWindow: an overflow RESET more than this after the one
+	// before starts the count of MaxSlowResets afresh. Default 1m.
+	SlowResetWindow time.Duration
 	// ResyncBudget is the objects per second the resyncs of one client's
 	// subscriptions may send, across all its sockets (the client of
 	// MaxSocketsPerClient), with a burst of ten seconds' worth. A resync
@@ -141,6 +146,7 @@ func (o Options) withDefaults() (Options, error) {
 	setDefault(&o.SyncTimeout, 60*time.Second)
 	setDefault(&o.MaxBatchBytes, 256<<10)
 	setDefault(&o.MaxSlowResets, 3)
+	setDefault(&o.SlowResetWindow, time.Minute)
 	setDefault(&o.ResyncBudget, 2000)
 	setDefault(&o.ShutdownGrace, 5*time.Second)
 	if o.clock == nil {

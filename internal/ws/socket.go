@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
@@ -100,10 +101,11 @@ type socket struct {
 	pingTimer, recheckTimer clock.Timer
 
 	// Writer-owned (one writer at a time; writerIdle orders them).
-	// resetStreak counts overflow RESETs since the last flush that
-	// delivered changes without one.
+	// resetStreak counts overflow RESETs, each within SlowResetWindow of
+	// the one before (lastReset).
 	sc          *scratch // set during a flush
 	resetStreak int
+	lastReset   time.Time
 	wrote       bool // the current flush has written a message
 	more        bool // the current flush left notifications in a listener
 }

@@ -224,14 +224,18 @@ func (s *socket) flush() error {
 		return err
 	}
 	if popped.Resets == 0 {
-		if popped.Popped > 0 {
-			s.resetStreak = 0 // delivered changes without overflowing: caught up
-		}
 		return nil
 	}
 	// A flush may pop a RESET from several listeners, and a listener
 	// that fell behind again while the writer wrote pops another at the
-	// next flush: each counts.
+	// next flush: each counts. Reading a snapshot to its end between
+	// RESETs does not clear the count, since each RESET costs another
+	// snapshot; only time does.
+	now := s.opts.clock.Now()
+	if !s.lastReset.IsZero() && now.Sub(s.lastReset) > s.opts.SlowResetWindow {
+		s.resetStreak = 0
+	}
+	s.lastReset = now
 	if s.resetStreak += popped.Resets; s.resetStreak >= s.opts.MaxSlowResets {
 		s.closeReason.CompareAndSwap(nil, ptr(closeSlowConsumer))
 		s.log(zapcore.InfoLevel, "closing slow consumer", zap.Int("resets", s.resetStreak))
