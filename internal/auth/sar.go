@@ -90,8 +90,8 @@ type SubjectAccessReviewOptions struct {
 //
 // A cluster-wide list or watch of a namespaced resource that the user may
 // not make is narrowed instead of refused: the namespaces from
-// Options.Namespaces are reviewed (see ScanTTL) and the Decision holds
-// those allowed; none allowed is a 403.
+// Options.Namespaces are reviewed (see ScanTTL) for the same verb and
+// name, and the Decision holds those allowed; none allowed is a 403.
 type SubjectAccessReview struct {
 	opts    SubjectAccessReviewOptions
 	log     *zap.Logger
@@ -180,9 +180,11 @@ func (a *SubjectAccessReview) Authorize(ctx context.Context, u *User, req Reques
 	return Decision{Namespaces: set}, nil
 }
 
-// narrowable reports whether req may be narrowed to a namespace set.
+// narrowable reports whether req may be narrowed to a namespace set. A
+// named list or watch (a metadata.name field selector) is too: each
+// namespace is reviewed for that name, so resourceNames grants narrow it.
 func narrowable(req Request) bool {
-	return req.Namespaced && req.Namespace == "" && req.Name == "" && (req.Verb == "list" || req.Verb == "watch")
+	return req.Namespaced && req.Namespace == "" && (req.Verb == "list" || req.Verb == "watch")
 }
 
 // check answers one access question, from the cache or one review.

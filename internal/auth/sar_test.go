@@ -287,3 +287,35 @@ func TestSARNamespaceScan(t *testing.T) {
 		t.Fatalf("after everything was revoked, the rescan found %v, want ns-c", got)
 	}
 }
+
+// A list or watch named by its field selector is narrowed like any
+// cluster-wide request, each namespace reviewed for that name: a user
+// whose Role names one pod in ns-a sees it there only.
+func TestSARNarrowsNamedRequests(t *testing.T) {
+	s := newReviewServer()
+	s.allow = func(spec authorizationv1.SubjectAccessReviewSpec) bool {
+		ra := spec.ResourceAttributes
+		return spec.User == "alice" && ra.Resource == "pods" && ra.Namespace == "ns-a" && ra.Name == "p-1"
+	}
+	a := newTestSAR(t, s, SubjectAccessReviewOptions{Namespaces: staticNamespaces("ns-a", "ns-b")})
+	ctx := context.Background()
+	for _, verb := range []string{"list", "watch"} {
+		d, err := a.Authorize(ctx, alice, Request{Verb: verb, Resource: podsGVR, Namespaced: true, Name: "p-1"})
+		if err != nil || !d.Equal(Decision{Namespaces: sets.New("ns-a")}) {
+			t.Fatalf("%s p-1 cluster-wide: decision %v, err %v; want ns-a only", verb, sets.List(d.Namespaces), err)
+		}
+	}
+	for _, spec := range s.specs {
+		if ra := spec.ResourceAttributes; ra.Name != "p-1" {
+			t.Fatalf("reviewed %+v for a request named p-1", ra)
+		}
+	}
+	_, err := a.Authorize(ctx, alice, Request{Verb: "list", Resource: podsGVR, Namespaced: true, Name: "p-2"})
+	want := `pods "p-2" is forbidden: User "alice" cannot list resource "pods" in API group "" at the cluster scope`
+	if !isCode(err, http.StatusForbidden) || err.Error() != want {
+		t.Fatalf("p-2: err = %v\nwant %s", err, want)
+	}
+	if _, err := a.Authorize(ctx, alice, Request{Verb: "list", Resource: podsGVR, Namespaced: true}); !isCode(err, http.StatusForbidden) {
+		t.Fatalf("unnamed: err = %v, want 403", err)
+	}
+}
