@@ -201,8 +201,32 @@ func TestSARForbiddenMessage(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("err = %v\nwant %s", err, want)
 	}
+	// As the apiserver's, the message never looks like HTML.
+	_, err = a.Authorize(context.Background(), &User{Name: "<b>&"}, Request{Verb: "list", Resource: secretsGVR, Namespaced: true, Namespace: "ns-a"})
+	want = `secrets is forbidden: User "&lt;b&gt;&amp;" cannot list resource "secrets" in API group "" in the namespace "ns-a"`
+	if err == nil || err.Error() != want {
+		t.Fatalf("err = %v\nwant %s", err, want)
+	}
 	if _, err := a.Authorize(context.Background(), nil, Request{Verb: "get", Resource: secretsGVR}); !isCode(err, http.StatusUnauthorized) {
 		t.Fatalf("nil user: err = %v, want 401", err)
+	}
+}
+
+// The authorizer's reason follows the message, as the apiserver appends
+// it (RBAC names a binding's missing role there), from the cache too.
+func TestSARForbiddenMessageCarriesTheReason(t *testing.T) {
+	s := newReviewServer()
+	s.reason = `RBAC: role.rbac.authorization.k8s.io "gone" not found`
+	a := newTestSAR(t, s, SubjectAccessReviewOptions{})
+	want := `secrets is forbidden: User "alice" cannot list resource "secrets" in API group "" in the namespace "ns-a": ` + s.reason
+	for range 2 {
+		_, err := a.Authorize(context.Background(), alice, Request{Verb: "list", Resource: secretsGVR, Namespaced: true, Namespace: "ns-a"})
+		if err == nil || err.Error() != want {
+			t.Fatalf("err = %v\nwant %s", err, want)
+		}
+	}
+	if n := s.accessReviews.Load(); n != 1 {
+		t.Fatalf("%d reviews, want 1 (the second denial is cached)", n)
 	}
 }
 
