@@ -81,7 +81,10 @@ type Request struct {
 	Resource   schema.GroupVersionResource
 	Namespaced bool   // whether Resource is namespaced
 	Namespace  string // "" for cluster-wide or cluster-scoped
-	Name       string // set for get
+	// Name is the object's name: for get and a watch of one object, the
+	// path's; for a list or watch, the one its field selector requires
+	// (SelectedName), as kube-apiserver authorizes it. "" for none.
+	Name string
 }
 
 func (r Request) String() string {

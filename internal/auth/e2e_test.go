@@ -62,6 +62,8 @@ type gatewayOptions struct {
 	alwaysAllow bool
 	// recheck is the re-authorization period. Default e2eRecheck.
 	recheck time.Duration
+	// authorizer, when set, wraps the authorizer.
+	authorizer func(auth.Authorizer) auth.Authorizer
 }
 
 func startGatewayWith(t testing.TB, o gatewayOptions) *gateway {
@@ -97,6 +99,9 @@ func startGatewayWith(t testing.TB, o gatewayOptions) *gateway {
 		}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if o.authorizer != nil {
+		authz = o.authorizer(authz)
 	}
 	wsServer, err := ws.New(ws.Options{Manager: mgr, Authorizer: authz, RecheckInterval: o.recheck, Logger: log.Named("ws"),
 		MaxSocketsPerClient: 10000})

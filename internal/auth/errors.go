@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,16 +47,27 @@ func unauthorized(msg string) error {
 	return apierrors.NewUnauthorized(msg)
 }
 
-// forbidden builds the 403 the apiserver would send for req.
-func forbidden(u *User, req Request) error {
+// forbidden builds the 403 kube-apiserver sends for req, denied for
+// reason (the authorizer's, often ""): its
+// responsewriters.ForbiddenStatusError, message and details (the name,
+// from the path or the field selector, and the resource) alike.
+func forbidden(u *User, req Request, reason string) error {
 	scope := "at the cluster scope"
 	if req.Namespace != "" {
 		scope = fmt.Sprintf("in the namespace %q", req.Namespace)
 	}
-	gr := schema.GroupResource{Group: req.Resource.Group, Resource: req.Resource.Resource}
-	return apierrors.NewForbidden(gr, req.Name, fmt.Errorf("User %q cannot %s resource %q in API group %q %s",
+	msg := htmlSanitizer.Replace(fmt.Sprintf("User %q cannot %s resource %q in API group %q %s",
 		u.Name, req.Verb, req.Resource.Resource, req.Resource.Group, scope))
+	if reason != "" {
+		msg += ": " + reason
+	}
+	gr := schema.GroupResource{Group: req.Resource.Group, Resource: req.Resource.Resource}
+	return apierrors.NewForbidden(gr, req.Name, errors.New(msg))
 }
+
+// htmlSanitizer keeps a message from looking like HTML, as the
+// apiserver's does (a user name may hold anything).
+var htmlSanitizer = strings.NewReplacer(`&`, "&amp;", `<`, "&lt;", `>`, "&gt;")
 
 // unavailable is what callers see when a decision could not be made.
 func unavailable(what string) error {

@@ -33,6 +33,8 @@ type reviewServer struct {
 	tokens map[string]authenticationv1.UserInfo
 	// allow decides SubjectAccessReviews.
 	allow func(authorizationv1.SubjectAccessReviewSpec) bool
+	// reason is every review's Status.Reason.
+	reason string
 	// fail, when set, is returned for every review.
 	fail error
 	// gate, when set, blocks every review until it is closed.
@@ -67,7 +69,7 @@ func newReviewServer() *reviewServer {
 		rev := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview).DeepCopy()
 		s.mu.Lock()
 		s.specs = append(s.specs, rev.Spec)
-		gate, fail, allow := s.gate, s.fail, s.allow
+		gate, fail, allow, reason := s.gate, s.fail, s.allow, s.reason
 		s.mu.Unlock()
 		if gate != nil {
 			<-gate
@@ -76,6 +78,7 @@ func newReviewServer() *reviewServer {
 			return true, nil, fail
 		}
 		rev.Status.Allowed = allow != nil && allow(rev.Spec)
+		rev.Status.Reason = reason
 		return true, rev, nil
 	})
 	return s

@@ -90,12 +90,12 @@ type SubjectAccessReviewOptions struct {
 //
 // A cluster-wide list or watch of a namespaced resource that the user may
 // not make is narrowed instead of refused: the namespaces from
-// Options.Namespaces are reviewed (see ScanTTL) and the Decision holds
-// those allowed; none allowed is a 403.
+// Options.Namespaces are reviewed (see ScanTTL) for the same verb and
+// name, and the Decision holds those allowed; none allowed is a 403.
 type SubjectAccessReview struct {
 	opts    SubjectAccessReviewOptions
 	log     *zap.Logger
-	allowed *expiringCache[bool]
+	answers *expiringCache[answer]
 	scans   *expiringCache[[]string] // namespaces allowed at the last scan
 	flight  singleflight.Group
 }
@@ -132,7 +132,7 @@ func NewSubjectAccessReview(opts SubjectAccessReviewOptions) (*SubjectAccessRevi
 	return &SubjectAccessReview{
 		opts:    opts,
 		log:     opts.Logger,
-		allowed: newExpiringCache[bool](opts.clock, opts.MaxEntries),
+		answers: newExpiringCache[answer](opts.clock, opts.MaxEntries),
 		scans:   newExpiringCache[[]string](opts.clock, opts.MaxEntries),
 	}, nil
 }
@@ -154,18 +154,18 @@ func (a *SubjectAccessReview) Authorize(ctx context.Context, u *User, req Reques
 		return Decision{}, err
 	}
 	uk := identityKey(u)
-	ok, err := a.check(ctx, u, uk, req)
+	ans, err := a.check(ctx, u, uk, req)
 	if err != nil {
 		a.opts.Metrics.authzResult(req.Verb, "error")
 		return Decision{}, err
 	}
-	if ok {
+	if ans.allowed {
 		a.opts.Metrics.authzResult(req.Verb, "allow")
 		return Decision{}, nil
 	}
 	if !narrowable(req) || a.opts.Namespaces == nil {
 		a.opts.Metrics.authzResult(req.Verb, "deny")
-		return Decision{}, forbidden(u, req)
+		return Decision{}, forbidden(u, req, ans.reason)
 	}
 	set, err := a.namespaceSet(ctx, u, uk, req)
 	if err != nil {
@@ -173,39 +173,50 @@ func (a *SubjectAccessReview) Authorize(ctx context.Context, u *User, req Reques
 		return Decision{}, err
 	}
 	if set.Len() == 0 {
+		// Denied as the apiserver denies the request as asked.
 		a.opts.Metrics.authzResult(req.Verb, "deny")
-		return Decision{}, forbidden(u, req)
+		return Decision{}, forbidden(u, req, ans.reason)
 	}
 	a.opts.Metrics.authzResult(req.Verb, "restricted")
 	return Decision{Namespaces: set}, nil
 }
 
-// narrowable reports whether req may be narrowed to a namespace set.
+// narrowable reports whether req may be narrowed to a namespace set. A
+// named list or watch (a metadata.name field selector) is too: each
+// namespace is reviewed for that name, so resourceNames grants narrow it.
 func narrowable(req Request) bool {
-	return req.Namespaced && req.Namespace == "" && req.Name == "" && (req.Verb == "list" || req.Verb == "watch")
+	return req.Namespaced && req.Namespace == "" && (req.Verb == "list" || req.Verb == "watch")
+}
+
+// answer is a review's outcome.
+type answer struct {
+	allowed bool
+	// reason is the authorizer's reason, which the apiserver appends to
+	// its 403 message (RBAC names a binding's missing role there).
+	reason string
 }
 
 // check answers one access question, from the cache or one review.
-func (a *SubjectAccessReview) check(ctx context.Context, u *User, uk string, req Request) (bool, error) {
+func (a *SubjectAccessReview) check(ctx context.Context, u *User, uk string, req Request) (answer, error) {
 	key := requestKey(uk, req)
-	if ok, hit := a.allowed.get(key); hit {
+	if ans, hit := a.answers.get(key); hit {
 		a.opts.Metrics.cacheLookup("access", true)
-		return ok, nil
+		return ans, nil
 	}
 	a.opts.Metrics.cacheLookup("access", false)
 	ch := a.flight.DoChan(key, func() (any, error) { return a.review(ctx, u, key, req) })
 	select {
 	case res := <-ch:
 		if res.Err != nil {
-			return false, res.Err
+			return answer{}, res.Err
 		}
-		return res.Val.(bool), nil
+		return res.Val.(answer), nil
 	case <-ctx.Done():
-		return false, ctx.Err()
+		return answer{}, ctx.Err()
 	}
 }
 
-func (a *SubjectAccessReview) review(ctx context.Context, u *User, key string, req Request) (bool, error) {
+func (a *SubjectAccessReview) review(ctx context.Context, u *User, key string, req Request) (answer, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.opts.Timeout)
 	defer cancel()
 	spec := authorizationv1.SubjectAccessReviewSpec{
@@ -226,15 +237,15 @@ func (a *SubjectAccessReview) review(ctx context.Context, u *User, key string, r
 	a.opts.Metrics.review("subjectaccessreview", err)
 	if err != nil {
 		a.log.Warn("SubjectAccessReview failed; denying", zap.String("user", u.Name), zap.Stringer("request", req), zap.Error(err))
-		return false, unavailable("authorization")
+		return answer{}, unavailable("authorization")
 	}
-	allowed := rev.Status.Allowed && !rev.Status.Denied
+	ans := answer{allowed: rev.Status.Allowed && !rev.Status.Denied, reason: rev.Status.Reason}
 	ttl := a.opts.DenyTTL
-	if allowed {
+	if ans.allowed {
 		ttl = a.opts.AllowTTL
 	}
-	a.allowed.set(key, allowed, ttl)
-	return allowed, nil
+	a.answers.set(key, ans, ttl)
+	return ans, nil
 }
 
 // namespaceSet returns the namespaces in which u may make req. It
@@ -296,15 +307,15 @@ func (a *SubjectAccessReview) allowedAmong(ctx context.Context, u *User, uk stri
 		nreq := req
 		nreq.Namespace = ns
 		key := requestKey(uk, nreq)
-		if allowed, hit := a.allowed.get(key); hit {
+		if ans, hit := a.answers.get(key); hit {
 			// Most calls end here: no goroutine for a cached answer.
 			a.opts.Metrics.cacheLookup("access", true)
-			ok[i] = allowed
+			ok[i] = ans.allowed
 			continue
 		}
 		g.Go(func() error {
-			var err error
-			ok[i], err = a.check(gctx, u, uk, nreq)
+			ans, err := a.check(gctx, u, uk, nreq)
+			ok[i] = ans.allowed
 			return err
 		})
 	}

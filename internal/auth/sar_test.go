@@ -201,8 +201,32 @@ func TestSARForbiddenMessage(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("err = %v\nwant %s", err, want)
 	}
+	// As the apiserver's, the message never looks like HTML.
+	_, err = a.Authorize(context.Background(), &User{Name: "<b>&"}, Request{Verb: "list", Resource: secretsGVR, Namespaced: true, Namespace: "ns-a"})
+	want = `secrets is forbidden: User "&lt;b&gt;&amp;" cannot list resource "secrets" in API group "" in the namespace "ns-a"`
+	if err == nil || err.Error() != want {
+		t.Fatalf("err = %v\nwant %s", err, want)
+	}
 	if _, err := a.Authorize(context.Background(), nil, Request{Verb: "get", Resource: secretsGVR}); !isCode(err, http.StatusUnauthorized) {
 		t.Fatalf("nil user: err = %v, want 401", err)
+	}
+}
+
+// The authorizer's reason follows the message, as the apiserver appends
+// it (RBAC names a binding's missing role there), from the cache too.
+func TestSARForbiddenMessageCarriesTheReason(t *testing.T) {
+	s := newReviewServer()
+	s.reason = `RBAC: role.rbac.authorization.k8s.io "gone" not found`
+	a := newTestSAR(t, s, SubjectAccessReviewOptions{})
+	want := `secrets is forbidden: User "alice" cannot list resource "secrets" in API group "" in the namespace "ns-a": ` + s.reason
+	for range 2 {
+		_, err := a.Authorize(context.Background(), alice, Request{Verb: "list", Resource: secretsGVR, Namespaced: true, Namespace: "ns-a"})
+		if err == nil || err.Error() != want {
+			t.Fatalf("err = %v\nwant %s", err, want)
+		}
+	}
+	if n := s.accessReviews.Load(); n != 1 {
+		t.Fatalf("%d reviews, want 1 (the second denial is cached)", n)
 	}
 }
 
@@ -285,5 +309,37 @@ func TestSARNamespaceScan(t *testing.T) {
 	clk.Step(DefaultDenyTTL)
 	if got := decide(); !cmp.Equal(got, []string{"ns-c"}) {
 		t.Fatalf("after everything was revoked, the rescan found %v, want ns-c", got)
+	}
+}
+
+// A list or watch named by its field selector is narrowed like any
+// cluster-wide request, each namespace reviewed for that name: a user
+// whose Role names one pod in ns-a sees it there only.
+func TestSARNarrowsNamedRequests(t *testing.T) {
+	s := newReviewServer()
+	s.allow = func(spec authorizationv1.SubjectAccessReviewSpec) bool {
+		ra := spec.ResourceAttributes
+		return spec.User == "alice" && ra.Resource == "pods" && ra.Namespace == "ns-a" && ra.Name == "p-1"
+	}
+	a := newTestSAR(t, s, SubjectAccessReviewOptions{Namespaces: staticNamespaces("ns-a", "ns-b")})
+	ctx := context.Background()
+	for _, verb := range []string{"list", "watch"} {
+		d, err := a.Authorize(ctx, alice, Request{Verb: verb, Resource: podsGVR, Namespaced: true, Name: "p-1"})
+		if err != nil || !d.Equal(Decision{Namespaces: sets.New("ns-a")}) {
+			t.Fatalf("%s p-1 cluster-wide: decision %v, err %v; want ns-a only", verb, sets.List(d.Namespaces), err)
+		}
+	}
+	for _, spec := range s.specs {
+		if ra := spec.ResourceAttributes; ra.Name != "p-1" {
+			t.Fatalf("reviewed %+v for a request named p-1", ra)
+		}
+	}
+	_, err := a.Authorize(ctx, alice, Request{Verb: "list", Resource: podsGVR, Namespaced: true, Name: "p-2"})
+	want := `pods "p-2" is forbidden: User "alice" cannot list resource "pods" in API group "" at the cluster scope`
+	if !isCode(err, http.StatusForbidden) || err.Error() != want {
+		t.Fatalf("p-2: err = %v\nwant %s", err, want)
+	}
+	if _, err := a.Authorize(ctx, alice, Request{Verb: "list", Resource: podsGVR, Namespaced: true}); !isCode(err, http.StatusForbidden) {
+		t.Fatalf("unnamed: err = %v, want 403", err)
 	}
 }

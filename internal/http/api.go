@@ -147,9 +147,14 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		verb = "watch"
 	}
 	setAPIRoute(r, routeTemplate(rq, verb))
-	// A watch on an object path is authorized for that name, as RBAC
-	// resourceNames expect.
+	// A get, or a watch on an object path, is authorized for the path's
+	// name; a list or watch for the name its field selector requires, as
+	// kube-apiserver does, so RBAC resourceNames apply to both. A watch
+	// is re-checked with the same request.
 	areq := auth.Request{Verb: verb, Resource: info.GVR, Namespaced: info.Namespaced, Namespace: rq.namespace, Name: rq.name}
+	if kind == "list" {
+		areq.Name = auth.SelectedName(q)
+	}
 	dec, err := s.opts.Authorizer.Authorize(r.Context(), auth.UserFrom(r.Context()), areq)
 	if err != nil {
 		s.writeError(w, r, err)

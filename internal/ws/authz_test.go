@@ -3,11 +3,13 @@ package ws
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -345,4 +347,111 @@ func TestRecheckRidesOutAnUnavailableAuthorizer(t *testing.T) {
 			t.Fatalf("got %v, want the subscription to end with 503 after the grace", f)
 		}
 	})
+}
+
+// TestResourceNamesThroughSubjectAccessReview: a user whose Role lists
+// one config map by name (resourceNames) subscribes to it with a
+// metadata.name field selector, as kube-apiserver lets them watch it, and
+// keeps the subscription through re-checks; another name, no name, or
+// metadata.name!= is refused with the apiserver's 403.
+func TestResourceNamesThroughSubjectAccessReview(t *testing.T) {
+	env := testenv.Get(t)
+	ns1, ns2 := env.Namespace(t), env.Namespace(t)
+	cm1 := createCM(t, ns1, "cm-1", nil)
+	cm2 := createCM(t, ns1, "cm-2", nil)
+	createCM(t, ns2, "cm-1", nil)
+	user := "named-" + ns1 // bindings outlive a run: a user of its own
+	t.Cleanup(func() { revokeAll(t, ns1) })
+	rbac := env.Client.RbacV1()
+	if _, err := rbac.Roles(ns1).Create(t.Context(), &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "cm-1-reader"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
+			ResourceNames: []string{"cm-1"}, Verbs: []string{"get", "list", "watch"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rbac.RoleBindings(ns1).Create(t.Context(), &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "cm-1-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "cm-1-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "RBAC to let "+user+" watch cm-1", func() bool {
+		r, err := env.Client.AuthorizationV1().SubjectAccessReviews().Create(t.Context(), &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: ns1, Verb: "watch", Resource: "configmaps", Name: "cm-1"}},
+		}, metav1.CreateOptions{})
+		return err == nil && r.Status.Allowed
+	})
+
+	m := startManager(t, env.Config, nil)
+	sar, err := auth.NewSubjectAccessReview(auth.SubjectAccessReviewOptions{
+		Client: env.Client, Namespaces: namespaces.FromInformer(m),
+		AllowTTL: -1, DenyTTL: -1, ScanTTL: -1, // every re-check asks the apiserver
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &fakeClock{FakeClock: clocktesting.NewFakeClock(time.Now()), realDelays: true}
+	ts := startServer(t, m, func(o *Options) {
+		o.Authorizer = sar
+		o.clock = clk
+		o.PingInterval = time.Hour
+	})
+	c := dialAs(t, ts, user)
+	name := func(sel string) func(map[string]any) {
+		return func(m map[string]any) { m["fieldSelector"] = sel }
+	}
+
+	for _, tc := range []struct{ id, selector, name string }{
+		{"cm-2", "metadata.name=cm-2", "cm-2"},
+		{"unnamed", "", ""},
+		{"not-cm-2", "metadata.name!=cm-2", ""},
+	} {
+		c.subscribe(tc.id, "configmaps", ns1, name(tc.selector))
+		f := c.expect("error", tc.id)
+		want := &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
+			Code: 403, Reason: metav1.StatusReasonForbidden,
+			Message: fmt.Sprintf(`User %q cannot watch resource "configmaps" in API group "" in the namespace %q`, user, ns1),
+			Details: &metav1.StatusDetails{Name: tc.name, Kind: "configmaps"}}
+		if tc.name != "" {
+			want.Message = fmt.Sprintf("configmaps %q is forbidden: %s", tc.name, want.Message)
+		} else {
+			want.Message = "configmaps is forbidden: " + want.Message
+		}
+		if diff := cmp.Diff(want, f.Status); diff != "" {
+			t.Errorf("%s: Status (-want +got):\n%s", tc.id, diff)
+		}
+	}
+
+	c.subscribe("named", "configmaps", ns1, name("metadata.name=cm-1"))
+	if names, _ := c.snapshot("named"); !slices.Equal(names, []string{"cm-1"}) {
+		t.Fatalf("snapshot %v, want cm-1", names)
+	}
+	// Cluster-wide, narrowed to the namespace where the name is granted.
+	c.subscribe("everywhere", "configmaps", "", name("metadata.name==cm-1"))
+	if ack := c.expect("ack", "everywhere"); !slices.Equal(ack.Namespaces, []string{ns1}) {
+		t.Fatalf("ack namespaces %v, want [%s]", ack.Namespaces, ns1)
+	}
+	if names, _ := c.snapshotBody("everywhere"); !slices.Equal(names, []string{"cm-1"}) {
+		t.Fatalf("snapshot %v, want ns1's cm-1 only", names)
+	}
+
+	// Re-checked with the name: both go on.
+	clk.stepArmed(t, 2, ts.opts.RecheckInterval)
+	clk.waitArmed(t, 2) // the pass is done
+	updateCM(t, cm2, "unseen")
+	updateCM(t, cm1, "seen")
+	got := map[string]string{}
+	for range 2 {
+		f := c.next()
+		if f.Type != "MODIFIED" {
+			t.Fatalf("got %v, want MODIFIED cm-1 for each subscription", f)
+		}
+		got[f.ID] = f.name()
+	}
+	if want := map[string]string{"named": "cm-1", "everywhere": "cm-1"}; !maps.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
 }

@@ -45,8 +45,7 @@ func (s *socket) recheck() {
 			return
 		}
 		// A slow answer delays the next pass (one runs at a time).
-		dec, verdict, err := sub.recheck.Reauthorize(s.ctx, s.opts.Authorizer, s.user,
-			watchRequest(sub.info, sub.req.Namespace), sub.decision)
+		dec, verdict, err := sub.recheck.Reauthorize(s.ctx, s.opts.Authorizer, s.user, sub.authz, sub.decision)
 		if s.ctx.Err() != nil {
 			return
 		}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"go.uber.org/zap"
@@ -31,6 +32,7 @@ type subscription struct {
 	info     *informer.ResourceInfo
 	res      *informer.Resource
 	filter   informer.Filter // as requested, before authorization narrows it
+	authz    auth.Request    // what it is authorized as, at subscribe and each re-check
 	decision auth.Decision
 	recheck  *auth.Recheck // set when active; used by the re-check worker only
 	l        listener      // nil while pending
@@ -129,7 +131,7 @@ func (s *socket) startSubscription(ctx context.Context, sub *subscription) {
 	// The resource's own info rather than the one Resolve built for this
 	// request, and no context any more: an idle subscription keeps only
 	// what it needs.
-	sub.info, sub.res, sub.filter, sub.decision, sub.l = p.res.Info, p.res, p.filter, p.decision, p.l
+	sub.info, sub.res, sub.filter, sub.authz, sub.decision, sub.l = p.res.Info, p.res, p.filter, p.authz, p.decision, p.l
 	sub.recheck = auth.NewRecheck(s.opts.RecheckGrace, s.opts.clock)
 	sub.cancel = nil // the worker cancels the context when it returns
 	s.enqueueLocked(encodeAck(sub.id, typeSubscribe, sub.info, sortedNamespaces(sub.decision)))
@@ -146,6 +148,7 @@ type prepared struct {
 	info     *informer.ResourceInfo
 	res      *informer.Resource
 	filter   informer.Filter
+	authz    auth.Request
 	decision auth.Decision
 	l        *informer.Listener
 	// expired: the resume point was older than the history, so the
@@ -167,7 +170,8 @@ func (s *socket) prepare(ctx context.Context, f *clientFrame) (p prepared, err e
 	if p.filter, err = informer.ParseFilter(p.info, f.Namespace, f.LabelSelector, f.FieldSelector); err != nil {
 		return p, err
 	}
-	if p.decision, err = s.authorize(ctx, p.info, f.Namespace); err != nil {
+	p.authz = watchRequest(p.info, f)
+	if p.decision, err = s.opts.Authorizer.Authorize(ctx, s.user, p.authz); err != nil {
 		return p, err
 	}
 	if p.res, err = mgr.ResourceFor(ctx, p.info); err != nil {
@@ -194,14 +198,13 @@ func (s *socket) prepare(ctx context.Context, f *clientFrame) (p prepared, err e
 	return p, err
 }
 
-func (s *socket) authorize(ctx context.Context, info *informer.ResourceInfo, namespace string) (auth.Decision, error) {
-	return s.opts.Authorizer.Authorize(ctx, s.user, watchRequest(info, namespace))
-}
-
 // watchRequest is what a subscription is authorized as, at subscribe
-// and at each re-check.
-func watchRequest(info *informer.ResourceInfo, namespace string) auth.Request {
-	return auth.Request{Verb: "watch", Resource: info.GVR, Namespaced: info.Namespaced, Namespace: namespace}
+// and at each re-check: a watch of its resource in its namespace, named
+// as kube-apiserver names a watch with the same selectors (a
+// metadata.name field selector), so RBAC resourceNames apply.
+func watchRequest(info *informer.ResourceInfo, f *clientFrame) auth.Request {
+	return auth.Request{Verb: "watch", Resource: info.GVR, Namespaced: info.Namespaced, Namespace: f.Namespace,
+		Name: auth.SelectedName(url.Values{"labelSelector": {f.LabelSelector}, "fieldSelector": {f.FieldSelector}})}
 }
 
 // listen adds a listener with filter narrowed by the decision.
