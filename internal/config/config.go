@@ -49,6 +49,12 @@ type Auth struct {
 	// Authz is how reads are authorized: rbac (SubjectAccessReview) or
 	// always-allow. Default rbac.
 	Authz string `json:"authz,omitempty"`
+	// Metrics is how /metrics is protected: rbac (the caller is
+	// authenticated as Authn says and authorized as Authz says for get on
+	// the non-resource URL /metrics, as kube-apiserver protects its own)
+	// or none (open to anyone who can connect, for scrapes through a
+	// trusted path). Default rbac.
+	Metrics string `json:"metrics,omitempty"`
 	// InsecureAllowAnonymous allows authn none on a non-loopback listen
 	// address. Default false.
 	InsecureAllowAnonymous bool `json:"insecureAllowAnonymous,omitempty"`
@@ -175,7 +181,7 @@ func Default() Config {
 		APIServer:       APIServer{QPS: 50, Burst: 100},
 		Cache:           Cache{MinResync: Duration(5 * time.Second), HistoryEvents: 10000},
 		Auth: Auth{
-			Authn: "kubernetes", Authz: "rbac",
+			Authn: "kubernetes", Authz: "rbac", Metrics: "rbac",
 			TokenSuccessTTL: Duration(10 * time.Second), TokenFailureTTL: Duration(3 * time.Second),
 			AllowTTL: Duration(5 * time.Second), DenyTTL: Duration(2 * time.Second),
 			NamespaceScanTTL: Duration(30 * time.Second),
@@ -292,6 +298,11 @@ func (a *Auth) validate(listen string) []error {
 	default:
 		errs = append(errs, fmt.Errorf("authz %q: want rbac or always-allow", a.Authz))
 	}
+	switch a.Metrics {
+	case "rbac", "none":
+	default:
+		errs = append(errs, fmt.Errorf("metrics auth %q: want rbac or none", a.Metrics))
+	}
 	if a.Authn == "none" && !a.InsecureAllowAnonymous && !IsLoopback(listen) {
 		errs = append(errs, fmt.Errorf("--authn=none serves everyone as system:anonymous, so it only listens on loopback; --listen %s is not loopback (add --insecure-allow-anonymous if that is really meant)", listen))
 	}
@@ -352,6 +363,7 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 	fs.StringVar(&c.Auth.Authn, "authn", c.Auth.Authn, "authentication `mode`: kubernetes (TokenReview), token-file or none (anonymous; loopback only)")
 	fs.StringVar(&c.Auth.TokenFile, "token-file", "", "CSV `file` of token,user,uid,\"group1,group2\" for --authn=token-file")
 	fs.StringVar(&c.Auth.Authz, "authz", c.Auth.Authz, "authorization `mode`: rbac (SubjectAccessReview) or always-allow")
+	fs.StringVar(&c.Auth.Metrics, "metrics-auth", c.Auth.Metrics, "how /metrics is protected: rbac (authenticated per --authn, authorized per --authz for get on the path /metrics) or none (open, for scrapes through a trusted path)")
 	fs.BoolVar(&c.Auth.InsecureAllowAnonymous, "insecure-allow-anonymous", false, "allow --authn=none on a non-loopback --listen address")
 	fs.Float64Var(&c.Auth.UserQPS, "user-qps", c.Auth.UserQPS, "sustained requests per second per user (0: no limit)")
 	fs.IntVar(&c.Auth.UserBurst, "user-burst", c.Auth.UserBurst, "request burst per user")
@@ -399,6 +411,9 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 		}
 		if set["authz"] {
 			c.Auth.Authz = flagged.Auth.Authz
+		}
+		if set["metrics-auth"] {
+			c.Auth.Metrics = flagged.Auth.Metrics
 		}
 		if set["insecure-allow-anonymous"] {
 			c.Auth.InsecureAllowAnonymous = flagged.Auth.InsecureAllowAnonymous

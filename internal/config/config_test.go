@@ -76,6 +76,8 @@ func TestBadInput(t *testing.T) {
 		{"missing file", []string{"--config", "/nonexistent/kubegate.yaml"}, "", "read config"},
 		{"bad authn", []string{"--authn", "ldap"}, "", `authn "ldap"`},
 		{"bad authz", []string{"--authz", "abac"}, "", `authz "abac"`},
+		{"bad metrics auth", []string{"--metrics-auth", "open"}, "", `metrics auth "open": want rbac or none`},
+		{"bad metrics auth in file", nil, "auth: {metrics: token}\n", `metrics auth "token"`},
 		{"token-file without file", []string{"--authn", "token-file"}, "", "needs --token-file"},
 		{"token file without mode", []string{"--token-file", "/tmp/t.csv"}, "", "only used with --authn=token-file"},
 		{"anonymous on all interfaces", []string{"--authn", "none", "--listen", "0.0.0.0:8080"}, "", "not loopback"},
@@ -126,6 +128,12 @@ func TestAuthFlags(t *testing.T) {
 				a.Authn, a.TokenFile = "token-file", "/etc/kubegate/tokens.csv"
 				return a
 			}()},
+		{name: "metrics open", args: []string{"--metrics-auth=none"},
+			want: func() Auth { a := Default().Auth; a.Metrics = "none"; return a }()},
+		{name: "metrics flag wins over file", args: []string{"--metrics-auth", "rbac"}, file: "auth: {metrics: none, userBurst: 9}\n",
+			want: func() Auth { a := Default().Auth; a.UserBurst = 9; return a }()},
+		{name: "metrics from file", file: "auth: {metrics: none}\n",
+			want: func() Auth { a := Default().Auth; a.Metrics = "none"; return a }()},
 		{name: "limits", args: []string{"--user-qps", "0", "--user-burst", "5", "--user-max-inflight", "0"},
 			want: func() Auth { a := Default().Auth; a.UserQPS, a.UserBurst, a.UserMaxInflight = 0, 5, 0; return a }()},
 		{name: "limit flag wins over file", args: []string{"--user-qps", "7"}, file: "auth: {userQPS: 5, userBurst: 9}\n",
