@@ -35,6 +35,13 @@ type Options struct {
 	// Registry receives the server's metrics and is served at /metrics.
 	// Default: a new registry.
 	Registry *prometheus.Registry
+	// OpenMetrics serves /metrics to anyone who can connect, for scrapes
+	// through a trusted path. Default false: as kube-apiserver protects
+	// its own /metrics, the caller is authenticated (Authenticator) and
+	// must be allowed the request's verb ("get") on the non-resource URL
+	// /metrics (Authorizer, which must then implement
+	// auth.NonResourceAuthorizer).
+	OpenMetrics bool
 	// Listen is the TCP address. Default: 127.0.0.1:8080.
 	Listen string
 	// Listener, when set, is used instead of listening on Listen (tests).
@@ -44,8 +51,8 @@ type Options struct {
 	// Web serves the dashboard at / without authentication (it holds no
 	// data; the data it fetches is authenticated). Default: none.
 	Web http.Handler
-	// Authenticator identifies callers of /api, /apis, /version and /ws.
-	// Default: auth.Anonymous{}.
+	// Authenticator identifies callers of /api, /apis, /version, /ws and
+	// /metrics. Default: auth.Anonymous{}.
 	Authenticator auth.Authenticator
 	// Authorizer decides what they may read. Default: auth.AlwaysAllow{}.
 	Authorizer auth.Authorizer
@@ -102,6 +109,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Authorizer == nil {
 		o.Authorizer = auth.AlwaysAllow{}
+	}
+	if _, ok := o.Authorizer.(auth.NonResourceAuthorizer); !ok && !o.OpenMetrics {
+		return o, fmt.Errorf("httpapi: Options.Authorizer (%T) cannot authorize /metrics (auth.NonResourceAuthorizer); implement it or set OpenMetrics", o.Authorizer)
 	}
 	if o.RecheckInterval <= 0 {
 		o.RecheckInterval = 5 * time.Second
@@ -175,7 +185,12 @@ func (s *Server) routes() http.Handler {
 	r.Get("/healthz", s.healthz)
 	r.Get("/livez", s.healthz)
 	r.Get("/readyz", s.readyz)
-	r.Handle("/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{Registry: s.opts.Registry}))
+	metrics := promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{Registry: s.opts.Registry})
+	if s.opts.OpenMetrics {
+		r.Handle("/metrics", metrics)
+	} else {
+		r.With(s.authenticate, s.opts.RateLimiter.Middleware, s.authorizePath).Handle("/metrics", metrics)
+	}
 
 	s.mountLogin(r)
 	r.Group(func(r chi.Router) {
@@ -221,6 +236,20 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(auth.WithUser(r.Context(), u)))
+	})
+}
+
+// authorizePath answers 403 unless the authenticated caller may make the
+// request on its path as a non-resource URL: the verb is the method in
+// lower case, as kube-apiserver names it ("get" for GET /metrics).
+func (s *Server) authorizePath(next http.Handler) http.Handler {
+	az := s.opts.Authorizer.(auth.NonResourceAuthorizer) // checked by withDefaults
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := az.AuthorizeNonResource(r.Context(), auth.UserFrom(r.Context()), strings.ToLower(r.Method), r.URL.Path); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 
