@@ -201,6 +201,7 @@ func run(ctx context.Context, cfg config.Config) error {
 		Manager:         mgr,
 		Logger:          log.Named("http"),
 		Registry:        reg,
+		OpenMetrics:     cfg.Auth.Metrics == "none",
 		Listen:          cfg.Listen,
 		Authenticator:   authn.authenticator,
 		Authorizer:      authn.authorizer,
@@ -215,6 +216,9 @@ func run(ctx context.Context, cfg config.Config) error {
 	})
 	if err != nil {
 		return err
+	}
+	if cfg.Auth.Metrics == "none" {
+		log.Warn("/metrics is served to anyone who can connect (--metrics-auth=none)")
 	}
 
 	// Every part runs until ctx ends; the first to fail stops the others.
