@@ -90,6 +90,18 @@ func find(t *testing.T, objs []*unstructured.Unstructured, kind string) *unstruc
 	return nil
 }
 
+// findNamed is find for a kind with several objects.
+func findNamed(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %s in the rendered manifests", kind, name)
+	return nil
+}
+
 func convert[T any](t *testing.T, u *unstructured.Unstructured) *T {
 	t.Helper()
 	out := new(T)
@@ -261,5 +273,5 @@ func TestConfigParses(t *testing.T) {
 func clusterRole(t *testing.T, dir string) (*rbacv1.ClusterRole, []string) {
 	t.Helper()
 	objs := render(t, dir)
-	return convert[rbacv1.ClusterRole](t, find(t, objs, "ClusterRole")), shippedConfig(t, objs).Cache.Resources
+	return convert[rbacv1.ClusterRole](t, findNamed(t, objs, "ClusterRole", "kubegate")), shippedConfig(t, objs).Cache.Resources
 }
