@@ -23,6 +23,8 @@ type Config struct {
 	Kubeconfig string `json:"kubeconfig,omitempty"`
 	// Listen is the HTTP listen address. Default 127.0.0.1:8080.
 	Listen string `json:"listen,omitempty"`
+	// TLS, when set, serves HTTPS on Listen instead of HTTP.
+	TLS TLS `json:"tls"`
 	// ShutdownTimeout bounds graceful shutdown. Webhook drains and
 	// WebSocket close handshakes get half of it, at most 5s. Default 15s.
 	ShutdownTimeout Duration  `json:"shutdownTimeout,omitempty"`
@@ -35,6 +37,18 @@ type Config struct {
 	Webhooks []Webhook `json:"webhooks,omitempty"`
 	// ConfigPath is the --config file, kept so SIGHUP can re-read it.
 	ConfigPath string `json:"-"`
+}
+
+// TLS configures HTTPS. The flags have kube-apiserver's names.
+type TLS struct {
+	// CertFile is the PEM serving certificate, followed by any
+	// intermediates. With PrivateKeyFile it makes the gateway serve
+	// HTTPS (TLS 1.2 at least, HTTP/2 and HTTP/1.1), reading both files
+	// again every minute so a rotated pair is served without a restart.
+	// Default none: plain HTTP.
+	CertFile string `json:"certFile,omitempty"`
+	// PrivateKeyFile is CertFile's PEM private key.
+	PrivateKeyFile string `json:"privateKeyFile,omitempty"`
 }
 
 // Auth configures authentication, authorization and per-user limits.
@@ -249,6 +263,9 @@ func (c *Config) Validate() error {
 	if c.APIServer.QPS > 0 && c.APIServer.Burst < 1 {
 		errs = append(errs, errors.New("apiserver.burst must be at least 1"))
 	}
+	if (c.TLS.CertFile == "") != (c.TLS.PrivateKeyFile == "") {
+		errs = append(errs, errors.New("--tls-cert-file and --tls-private-key-file (tls.certFile, tls.privateKeyFile) go together"))
+	}
 	errs = append(errs, c.Auth.validate(c.Listen)...)
 	if err := ValidateWebhooks(c.Webhooks); err != nil {
 		errs = append(errs, err)
@@ -352,6 +369,8 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 	fs.StringVar(&configPath, "config", "", "YAML configuration `file`; flags given on the command line override it")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig `file` (default: in-cluster config, then $KUBECONFIG, then ~/.kube/config)")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "HTTP listen `address`")
+	fs.StringVar(&c.TLS.CertFile, "tls-cert-file", "", "PEM serving certificate `file` (with intermediates); with --tls-private-key-file the gateway serves HTTPS and reloads the files when they change")
+	fs.StringVar(&c.TLS.PrivateKeyFile, "tls-private-key-file", "", "PEM private key `file` of --tls-cert-file")
 	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "log `level`: debug, info, warn or error")
 	fs.StringVar(&c.Log.Format, "log-format", c.Log.Format, "log `format`: console or json")
 	fs.Float64Var(&apiQPS, "kube-api-qps", float64(c.APIServer.QPS), "requests per second the gateway sends to kube-apiserver, reviews for users included (negative: no client-side limit)")
@@ -390,6 +409,12 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 		}
 		if set["listen"] {
 			c.Listen = flagged.Listen
+		}
+		if set["tls-cert-file"] {
+			c.TLS.CertFile = flagged.TLS.CertFile
+		}
+		if set["tls-private-key-file"] {
+			c.TLS.PrivateKeyFile = flagged.TLS.PrivateKeyFile
 		}
 		if set["log-level"] {
 			c.Log.Level = flagged.Log.Level
