@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"kubegate/internal/auth"
 	"kubegate/internal/informer"
@@ -129,12 +130,11 @@ func TestOpenMetrics(t *testing.T) {
 // An authorizer that cannot answer for /metrics is refused at New rather
 // than leaving /metrics open or shut by surprise.
 func TestMetricsNeedANonResourceAuthorizer(t *testing.T) {
-	env := testenv.Get(t)
-	mgr, err := informer.New(informer.Options{Config: env.Config})
+	mgr, err := informer.New(informer.Options{Config: &rest.Config{Host: "http://127.0.0.1:1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = New(Options{Manager: mgr, Authorizer: resourceOnly{}, Listen: "127.0.0.1:0"})
+	_, err = New(Options{Manager: mgr, Authorizer: resourceOnly{}, Listener: nopListener{}})
 	if err == nil || !strings.Contains(err.Error(), "cannot authorize /metrics") {
 		t.Fatalf("err = %v", err)
 	}

@@ -6,6 +6,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -46,6 +47,12 @@ type Options struct {
 	Listen string
 	// Listener, when set, is used instead of listening on Listen (tests).
 	Listener net.Listener
+	// GetCertificate, when set, makes the server speak HTTPS with the
+	// certificate it returns for each handshake (servingcert.Pair's
+	// follows rotated files), as kube-apiserver serves: TLS 1.2 at least
+	// with Go's default cipher suites, and HTTP/2 beside HTTP/1.1 (see
+	// Start). Default: plain HTTP.
+	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	// WebSocket is mounted at /ws behind authentication. Default: none.
 	WebSocket http.Handler
 	// Web serves the dashboard at / without authentication (it holds no
@@ -307,6 +314,24 @@ func informerChecks(status []informer.ResourceStatus) *strings.Builder {
 	return b
 }
 
+// serverTLSConfig is kube-apiserver's secure serving configuration
+// (k8s.io/apiserver's SecureServingInfo): TLS 1.2 at least, Go's default
+// cipher suites and curves, and ALPN offering HTTP/2 before HTTP/1.1.
+//
+// WebSockets need HTTP/1.1: coder/websocket takes the connection over
+// with Hijack, which HTTP/2 streams cannot offer, and net/http's HTTP/2
+// server does not announce WebSockets over HTTP/2 (RFC 8441). Clients
+// therefore open /ws on an HTTP/1.1 connection of its own (browsers, and
+// Go's http.Transport for any Upgrade request, leave h2 out of that
+// handshake), while REST calls share an HTTP/2 connection.
+func serverTLSConfig(get func(*tls.ClientHelloInfo) (*tls.Certificate, error)) *tls.Config {
+	return &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		NextProtos:     []string{"h2", "http/1.1"},
+		GetCertificate: get,
+	}
+}
+
 // Start serves until ctx ends, then shuts down within ShutdownTimeout.
 func (s *Server) Start(ctx context.Context) error {
 	srv := &http.Server{
@@ -320,9 +345,23 @@ func (s *Server) Start(ctx context.Context) error {
 		BaseContext:    func(net.Listener) context.Context { return s.baseCtx },
 		ErrorLog:       zap.NewStdLog(s.log.Named("server")),
 	}
+	scheme := "http"
+	if s.opts.GetCertificate != nil {
+		scheme = "https"
+		srv.TLSConfig = serverTLSConfig(s.opts.GetCertificate)
+		// kube-apiserver's bound on the streams of one HTTP/2 connection,
+		// the streams client-go opens before it dials another.
+		srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 100}
+	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(s.ln) }()
-	s.log.Info("serving", zap.String("addr", s.ln.Addr().String()))
+	go func() {
+		if srv.TLSConfig != nil {
+			errc <- srv.ServeTLS(s.ln, "", "")
+			return
+		}
+		errc <- srv.Serve(s.ln)
+	}()
+	s.log.Info("serving", zap.String("addr", s.ln.Addr().String()), zap.String("scheme", scheme))
 
 	select {
 	case err := <-errc:
