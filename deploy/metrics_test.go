@@ -26,7 +26,7 @@ import (
 // it gets 403 and a request without a token 401.
 func TestMetricsReaderRole(t *testing.T) {
 	env := testenv.Get(t)
-	for _, dir := range []string{"../deploy", "../deploy/overlays/restricted"} {
+	for _, dir := range append([]string{"../deploy"}, overlays...) {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			role := convert[rbacv1.ClusterRole](t, findNamed(t, render(t, dir), "ClusterRole", "kubegate-metrics-reader"))
 			want := []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
