@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"net"
 	"net/http"
 	"strings"
@@ -332,6 +333,21 @@ func serverTLSConfig(get func(*tls.ClientHelloInfo) (*tls.Certificate, error)) *
 	}
 }
 
+// serverLog is net/http's error log. A failed TLS handshake is logged at
+// debug level only, as kube-apiserver logs it only at -v=5: TCP health
+// checks and port scans cause one per connection.
+type serverLog struct{ log *zap.Logger }
+
+func (l serverLog) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	if strings.HasPrefix(msg, "http: TLS handshake error") {
+		l.log.Debug(msg)
+	} else {
+		l.log.Info(msg)
+	}
+	return len(p), nil
+}
+
 // Start serves until ctx ends, then shuts down within ShutdownTimeout.
 func (s *Server) Start(ctx context.Context) error {
 	srv := &http.Server{
@@ -343,7 +359,7 @@ func (s *Server) Start(ctx context.Context) error {
 		IdleTimeout:    120 * time.Second,
 		MaxHeaderBytes: 64 << 10,
 		BaseContext:    func(net.Listener) context.Context { return s.baseCtx },
-		ErrorLog:       zap.NewStdLog(s.log.Named("server")),
+		ErrorLog:       stdlog.New(serverLog{s.log.Named("server")}, "", 0),
 	}
 	scheme := "http"
 	if s.opts.GetCertificate != nil {

@@ -19,7 +19,9 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
@@ -449,5 +451,28 @@ func TestTLSLoginCookieIsSecure(t *testing.T) {
 	cookies := resp.Cookies()
 	if resp.StatusCode != http.StatusOK || len(cookies) != 1 || !cookies[0].Secure || !cookies[0].HttpOnly || cookies[0].Name != auth.CookieName {
 		t.Fatalf("login: %s, cookies %+v", resp.Status, cookies)
+	}
+}
+
+// TestTLSHandshakeErrorsAreDebug: a failed handshake (a TCP health check,
+// a port scan) is logged at debug level, other server errors at info.
+func TestTLSHandshakeErrorsAreDebug(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	w := serverLog{zap.New(core)}
+	for _, line := range []string{
+		"http: TLS handshake error from 10.0.0.7:51234: EOF\n",
+		"http: superfluous response.WriteHeader call\n",
+	} {
+		if _, err := w.Write([]byte(line)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for _, e := range logs.All() {
+		got = append(got, e.Level.String()+" "+e.Message)
+	}
+	want := []string{"debug http: TLS handshake error from 10.0.0.7:51234: EOF", "info http: superfluous response.WriteHeader call"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("logged %q, want %q", got, want)
 	}
 }
