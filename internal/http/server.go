@@ -321,7 +321,9 @@ func informerChecks(status []informer.ResourceStatus) *strings.Builder {
 //
 // WebSockets need HTTP/1.1: coder/websocket takes the connection over
 // with Hijack, which HTTP/2 streams cannot offer, and net/http's HTTP/2
-// server does not announce WebSockets over HTTP/2 (RFC 8441). Clients
+// server does not announce WebSockets over HTTP/2 (RFC 8441; it would
+// with GODEBUG=http2xconnect=1, which the gateway must not run with,
+// or browsers would send /ws over HTTP/2 where it fails). Clients
 // therefore open /ws on an HTTP/1.1 connection of its own (browsers, and
 // Go's http.Transport for any Upgrade request, leave h2 out of that
 // handshake), while REST calls share an HTTP/2 connection.
