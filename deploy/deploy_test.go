@@ -90,6 +90,18 @@ func find(t *testing.T, objs []*unstructured.Unstructured, kind string) *unstruc
 	return nil
 }
 
+// findNamed is find for a kind with several objects.
+func findNamed(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %s in the rendered manifests", kind, name)
+	return nil
+}
+
 func convert[T any](t *testing.T, u *unstructured.Unstructured) *T {
 	t.Helper()
 	out := new(T)
@@ -106,19 +118,27 @@ var realKinds = map[string]bool{
 	"ConfigMap": true, "Service": true,
 }
 
-// TestManifestsApply applies the base and the restricted overlay to the
-// apiserver with server-side apply, so schema, defaulting and admission
-// (Pod Security "restricted" on the namespace included) catch mistakes.
+// overlays are the shipped variants of the base.
+var overlays = []string{"../deploy/overlays/restricted", "../deploy/overlays/tls"}
+
+// TestManifestsApply applies the base and the overlays to the apiserver
+// with server-side apply, so schema, defaulting and admission (Pod
+// Security "restricted" on the namespace included) catch mistakes.
+// cert-manager's Certificate is not known to the test apiserver;
+// TestTLSOverlay checks it.
 func TestManifestsApply(t *testing.T) {
 	env := testenv.Get(t)
 	ctx := t.Context()
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(env.Client.Discovery()))
-	for _, dir := range []string{"../deploy", "../deploy/overlays/restricted"} {
+	for _, dir := range append([]string{"../deploy"}, overlays...) {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			objs := render(t, dir)
 			kinds := map[string]bool{}
 			for _, o := range objs {
 				kinds[o.GetKind()] = true
+				if o.GroupVersionKind().Group == "cert-manager.io" {
+					continue
+				}
 				mapping, err := mapper.RESTMapping(o.GroupVersionKind().GroupKind(), o.GroupVersionKind().Version)
 				if err != nil {
 					t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
@@ -143,19 +163,22 @@ func TestManifestsApply(t *testing.T) {
 
 	// The Deployment's Pod passes the namespace's Pod Security level:
 	// a dry-run create of the Pod it would make runs the admission.
-	dep := convert[appsv1.Deployment](t, find(t, render(t, "../deploy"), "Deployment"))
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "kubegate-pod-check", Namespace: dep.Namespace, Labels: dep.Spec.Template.Labels},
-		Spec:       dep.Spec.Template.Spec,
-	}
-	if _, err := env.Client.CoreV1().Pods(dep.Namespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
-		t.Errorf("the Deployment's Pod is refused: %v", err)
+	var pod *corev1.Pod
+	for _, dir := range append([]string{"../deploy"}, overlays...) {
+		dep := convert[appsv1.Deployment](t, find(t, render(t, dir), "Deployment"))
+		pod = &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "kubegate-pod-check", Namespace: dep.Namespace, Labels: dep.Spec.Template.Labels},
+			Spec:       dep.Spec.Template.Spec,
+		}
+		if _, err := env.Client.CoreV1().Pods(dep.Namespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			t.Errorf("%s: the Deployment's Pod is refused: %v", dir, err)
+		}
 	}
 	// And the namespace does enforce it: the same Pod, allowed to
 	// escalate privileges, is refused.
 	loose := pod.DeepCopy()
 	loose.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation = new(true)
-	if _, err := env.Client.CoreV1().Pods(dep.Namespace).Create(ctx, loose, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err == nil {
+	if _, err := env.Client.CoreV1().Pods(loose.Namespace).Create(ctx, loose, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err == nil {
 		t.Error("a Pod allowing privilege escalation was admitted; Pod Security is not enforced on the namespace")
 	}
 }
@@ -234,7 +257,7 @@ func shippedConfig(t *testing.T, objs []*unstructured.Unstructured) config.Confi
 }
 
 func TestConfigParses(t *testing.T) {
-	for _, dir := range []string{"../deploy", "../deploy/overlays/restricted"} {
+	for _, dir := range append([]string{"../deploy"}, overlays...) {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			cfg := shippedConfig(t, render(t, dir))
 			if cfg.Listen != "0.0.0.0:8080" {
@@ -261,5 +284,5 @@ func TestConfigParses(t *testing.T) {
 func clusterRole(t *testing.T, dir string) (*rbacv1.ClusterRole, []string) {
 	t.Helper()
 	objs := render(t, dir)
-	return convert[rbacv1.ClusterRole](t, find(t, objs, "ClusterRole")), shippedConfig(t, objs).Cache.Resources
+	return convert[rbacv1.ClusterRole](t, findNamed(t, objs, "ClusterRole", "kubegate")), shippedConfig(t, objs).Cache.Resources
 }

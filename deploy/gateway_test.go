@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"testing"
 
@@ -33,6 +34,8 @@ type gatewayOptions struct {
 	// SubjectAccessReview, as the shipped config does; else every caller
 	// is anonymous and allowed.
 	RBAC bool
+	// GetCertificate, when set, serves HTTPS with it. Default: HTTP.
+	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 }
 
 // startGateway runs a gateway until the test ends; its goroutines have
@@ -82,7 +85,7 @@ func startGateway(t *testing.T, cfg *rest.Config, o gatewayOptions) *gateway {
 	}
 	srv, err := httpapi.New(httpapi.Options{
 		Manager: mgr, Logger: log.Named("http"), Registry: reg, Listener: ln,
-		Authenticator: authn, Authorizer: authz, WebSocket: wsServer,
+		Authenticator: authn, Authorizer: authz, WebSocket: wsServer, GetCertificate: o.GetCertificate,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -100,5 +103,9 @@ func startGateway(t *testing.T, cfg *rest.Config, o gatewayOptions) *gateway {
 			}
 		}
 	})
-	return &gateway{mgr: mgr, url: "http://" + srv.Addr().String()}
+	scheme := "http"
+	if o.GetCertificate != nil {
+		scheme = "https"
+	}
+	return &gateway{mgr: mgr, url: scheme + "://" + srv.Addr().String()}
 }

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,6 +29,7 @@ import (
 	"kubegate/internal/config"
 	httpapi "kubegate/internal/http"
 	"kubegate/internal/informer"
+	"kubegate/internal/servingcert"
 	"kubegate/internal/webhook"
 	"kubegate/internal/ws"
 	"kubegate/web"
@@ -197,11 +199,25 @@ func run(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
+	// A pair that does not load stops the start here, naming the files.
+	var certs *servingcert.Pair
+	var getCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	if cfg.TLS.CertFile != "" {
+		certs, err = servingcert.New(servingcert.Options{
+			CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.PrivateKeyFile, Logger: log.Named("tls"),
+		})
+		if err != nil {
+			return fmt.Errorf("--tls-cert-file, --tls-private-key-file: %w", err)
+		}
+		getCertificate = certs.GetCertificate
+	}
 	httpServer, err := httpapi.New(httpapi.Options{
 		Manager:         mgr,
 		Logger:          log.Named("http"),
 		Registry:        reg,
+		OpenMetrics:     cfg.Auth.Metrics == "none",
 		Listen:          cfg.Listen,
+		GetCertificate:  getCertificate,
 		Authenticator:   authn.authenticator,
 		Authorizer:      authn.authorizer,
 		Login:           authn.login,
@@ -216,6 +232,9 @@ func run(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
+	if cfg.Auth.Metrics == "none" {
+		log.Warn("/metrics is served to anyone who can connect (--metrics-auth=none)")
+	}
 
 	// Every part runs until ctx ends; the first to fail stops the others.
 	g, gctx := errgroup.WithContext(ctx)
@@ -224,6 +243,9 @@ func run(ctx context.Context, cfg config.Config) error {
 	g.Go(func() error { return wsServer.Start(gctx) })
 	g.Go(func() error { return hooks.Start(gctx) })
 	g.Go(func() error { return reloadWebhooks(gctx, cfg.ConfigPath, hooks, log.Named("webhook")) })
+	if certs != nil {
+		g.Go(func() error { return certs.Start(gctx) })
+	}
 
 	done := make(chan error, 1)
 	go func() { done <- g.Wait() }()

@@ -160,7 +160,7 @@ webhooks:
 	}
 	queue := regexp.MustCompile(`(?m)^kubegate_webhook_queue_length\{webhook="backlog"\} (\d+)$`)
 	if err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
-		_, body, err := get(ctx, base+"/metrics")
+		_, body, err := getAs(ctx, base+"/metrics", env.Config.BearerToken)
 		m := queue.FindStringSubmatch(body)
 		return err == nil && m != nil && m[1] == strconv.Itoa(shutdownBacklog), nil
 	}); err != nil {

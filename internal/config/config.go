@@ -23,6 +23,8 @@ type Config struct {
 	Kubeconfig string `json:"kubeconfig,omitempty"`
 	// Listen is the HTTP listen address. Default 127.0.0.1:8080.
 	Listen string `json:"listen,omitempty"`
+	// TLS, when set, serves HTTPS on Listen instead of HTTP.
+	TLS TLS `json:"tls"`
 	// ShutdownTimeout bounds graceful shutdown. Webhook drains and
 	// WebSocket close handshakes get half of it, at most 5s. Default 15s.
 	ShutdownTimeout Duration  `json:"shutdownTimeout,omitempty"`
@@ -37,6 +39,18 @@ type Config struct {
 	ConfigPath string `json:"-"`
 }
 
+// TLS configures HTTPS. The flags have kube-apiserver's names.
+type TLS struct {
+	// CertFile is the PEM serving certificate, followed by any
+	// intermediates. With PrivateKeyFile it makes the gateway serve
+	// HTTPS (TLS 1.2 at least, HTTP/2 and HTTP/1.1), reading both files
+	// again every minute so a rotated pair is served without a restart.
+	// Default none: plain HTTP.
+	CertFile string `json:"certFile,omitempty"`
+	// PrivateKeyFile is CertFile's PEM private key.
+	PrivateKeyFile string `json:"privateKeyFile,omitempty"`
+}
+
 // Auth configures authentication, authorization and per-user limits.
 // docs/auth.md explains the modes.
 type Auth struct {
@@ -49,6 +63,12 @@ type Auth struct {
 	// Authz is how reads are authorized: rbac (SubjectAccessReview) or
 	// always-allow. Default rbac.
 	Authz string `json:"authz,omitempty"`
+	// Metrics is how /metrics is protected: rbac (the caller is
+	// authenticated as Authn says and authorized as Authz says for get on
+	// the non-resource URL /metrics, as kube-apiserver protects its own)
+	// or none (open to anyone who can connect, for scrapes through a
+	// trusted path). Default rbac.
+	Metrics string `json:"metrics,omitempty"`
 	// InsecureAllowAnonymous allows authn none on a non-loopback listen
 	// address. Default false.
 	InsecureAllowAnonymous bool `json:"insecureAllowAnonymous,omitempty"`
@@ -175,7 +195,7 @@ func Default() Config {
 		APIServer:       APIServer{QPS: 50, Burst: 100},
 		Cache:           Cache{MinResync: Duration(5 * time.Second), HistoryEvents: 10000},
 		Auth: Auth{
-			Authn: "kubernetes", Authz: "rbac",
+			Authn: "kubernetes", Authz: "rbac", Metrics: "rbac",
 			TokenSuccessTTL: Duration(10 * time.Second), TokenFailureTTL: Duration(3 * time.Second),
 			AllowTTL: Duration(5 * time.Second), DenyTTL: Duration(2 * time.Second),
 			NamespaceScanTTL: Duration(30 * time.Second),
@@ -243,6 +263,9 @@ func (c *Config) Validate() error {
 	if c.APIServer.QPS > 0 && c.APIServer.Burst < 1 {
 		errs = append(errs, errors.New("apiserver.burst must be at least 1"))
 	}
+	if (c.TLS.CertFile == "") != (c.TLS.PrivateKeyFile == "") {
+		errs = append(errs, errors.New("--tls-cert-file and --tls-private-key-file (tls.certFile, tls.privateKeyFile) go together"))
+	}
 	errs = append(errs, c.Auth.validate(c.Listen)...)
 	if err := ValidateWebhooks(c.Webhooks); err != nil {
 		errs = append(errs, err)
@@ -291,6 +314,11 @@ func (a *Auth) validate(listen string) []error {
 	case "rbac", "always-allow":
 	default:
 		errs = append(errs, fmt.Errorf("authz %q: want rbac or always-allow", a.Authz))
+	}
+	switch a.Metrics {
+	case "rbac", "none":
+	default:
+		errs = append(errs, fmt.Errorf("metrics auth %q: want rbac or none", a.Metrics))
 	}
 	if a.Authn == "none" && !a.InsecureAllowAnonymous && !IsLoopback(listen) {
 		errs = append(errs, fmt.Errorf("--authn=none serves everyone as system:anonymous, so it only listens on loopback; --listen %s is not loopback (add --insecure-allow-anonymous if that is really meant)", listen))
@@ -341,6 +369,8 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 	fs.StringVar(&configPath, "config", "", "YAML configuration `file`; flags given on the command line override it")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig `file` (default: in-cluster config, then $KUBECONFIG, then ~/.kube/config)")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "HTTP listen `address`")
+	fs.StringVar(&c.TLS.CertFile, "tls-cert-file", "", "PEM serving certificate `file` (with intermediates); with --tls-private-key-file the gateway serves HTTPS and reloads the files when they change")
+	fs.StringVar(&c.TLS.PrivateKeyFile, "tls-private-key-file", "", "PEM private key `file` of --tls-cert-file")
 	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "log `level`: debug, info, warn or error")
 	fs.StringVar(&c.Log.Format, "log-format", c.Log.Format, "log `format`: console or json")
 	fs.Float64Var(&apiQPS, "kube-api-qps", float64(c.APIServer.QPS), "requests per second the gateway sends to kube-apiserver, reviews for users included (negative: no client-side limit)")
@@ -352,6 +382,7 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 	fs.StringVar(&c.Auth.Authn, "authn", c.Auth.Authn, "authentication `mode`: kubernetes (TokenReview), token-file or none (anonymous; loopback only)")
 	fs.StringVar(&c.Auth.TokenFile, "token-file", "", "CSV `file` of token,user,uid,\"group1,group2\" for --authn=token-file")
 	fs.StringVar(&c.Auth.Authz, "authz", c.Auth.Authz, "authorization `mode`: rbac (SubjectAccessReview) or always-allow")
+	fs.StringVar(&c.Auth.Metrics, "metrics-auth", c.Auth.Metrics, "how /metrics is protected: rbac (authenticated per --authn, authorized per --authz for get on the path /metrics) or none (open, for scrapes through a trusted path)")
 	fs.BoolVar(&c.Auth.InsecureAllowAnonymous, "insecure-allow-anonymous", false, "allow --authn=none on a non-loopback --listen address")
 	fs.Float64Var(&c.Auth.UserQPS, "user-qps", c.Auth.UserQPS, "sustained requests per second per user (0: no limit)")
 	fs.IntVar(&c.Auth.UserBurst, "user-burst", c.Auth.UserBurst, "request burst per user")
@@ -379,6 +410,12 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 		if set["listen"] {
 			c.Listen = flagged.Listen
 		}
+		if set["tls-cert-file"] {
+			c.TLS.CertFile = flagged.TLS.CertFile
+		}
+		if set["tls-private-key-file"] {
+			c.TLS.PrivateKeyFile = flagged.TLS.PrivateKeyFile
+		}
 		if set["log-level"] {
 			c.Log.Level = flagged.Log.Level
 		}
@@ -399,6 +436,9 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 		}
 		if set["authz"] {
 			c.Auth.Authz = flagged.Auth.Authz
+		}
+		if set["metrics-auth"] {
+			c.Auth.Metrics = flagged.Auth.Metrics
 		}
 		if set["insecure-allow-anonymous"] {
 			c.Auth.InsecureAllowAnonymous = flagged.Auth.InsecureAllowAnonymous

@@ -76,6 +76,10 @@ func TestBadInput(t *testing.T) {
 		{"missing file", []string{"--config", "/nonexistent/kubegate.yaml"}, "", "read config"},
 		{"bad authn", []string{"--authn", "ldap"}, "", `authn "ldap"`},
 		{"bad authz", []string{"--authz", "abac"}, "", `authz "abac"`},
+		{"cert without key", []string{"--tls-cert-file", "/etc/tls/tls.crt"}, "", "--tls-cert-file and --tls-private-key-file (tls.certFile, tls.privateKeyFile) go together"},
+		{"key without cert", nil, "tls: {privateKeyFile: /etc/tls/tls.key}\n", "go together"},
+		{"bad metrics auth", []string{"--metrics-auth", "open"}, "", `metrics auth "open": want rbac or none`},
+		{"bad metrics auth in file", nil, "auth: {metrics: token}\n", `metrics auth "token"`},
 		{"token-file without file", []string{"--authn", "token-file"}, "", "needs --token-file"},
 		{"token file without mode", []string{"--token-file", "/tmp/t.csv"}, "", "only used with --authn=token-file"},
 		{"anonymous on all interfaces", []string{"--authn", "none", "--listen", "0.0.0.0:8080"}, "", "not loopback"},
@@ -126,6 +130,12 @@ func TestAuthFlags(t *testing.T) {
 				a.Authn, a.TokenFile = "token-file", "/etc/kubegate/tokens.csv"
 				return a
 			}()},
+		{name: "metrics open", args: []string{"--metrics-auth=none"},
+			want: func() Auth { a := Default().Auth; a.Metrics = "none"; return a }()},
+		{name: "metrics flag wins over file", args: []string{"--metrics-auth", "rbac"}, file: "auth: {metrics: none, userBurst: 9}\n",
+			want: func() Auth { a := Default().Auth; a.UserBurst = 9; return a }()},
+		{name: "metrics from file", file: "auth: {metrics: none}\n",
+			want: func() Auth { a := Default().Auth; a.Metrics = "none"; return a }()},
 		{name: "limits", args: []string{"--user-qps", "0", "--user-burst", "5", "--user-max-inflight", "0"},
 			want: func() Auth { a := Default().Auth; a.UserQPS, a.UserBurst, a.UserMaxInflight = 0, 5, 0; return a }()},
 		{name: "limit flag wins over file", args: []string{"--user-qps", "7"}, file: "auth: {userQPS: 5, userBurst: 9}\n",
@@ -148,6 +158,37 @@ func TestAuthFlags(t *testing.T) {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tc.want, c.Auth); diff != "" {
+				t.Fatalf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestTLS(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		file string
+		want TLS
+	}{
+		{name: "default: plain HTTP"},
+		{name: "flags", args: []string{"--tls-cert-file", "/tls/tls.crt", "--tls-private-key-file=/tls/tls.key"},
+			want: TLS{CertFile: "/tls/tls.crt", PrivateKeyFile: "/tls/tls.key"}},
+		{name: "file", file: "tls: {certFile: /a/c.pem, privateKeyFile: /a/k.pem}\n",
+			want: TLS{CertFile: "/a/c.pem", PrivateKeyFile: "/a/k.pem"}},
+		{name: "flags win over file", args: []string{"--tls-cert-file", "/b/c.pem", "--tls-private-key-file", "/b/k.pem"},
+			file: "tls: {certFile: /a/c.pem, privateKeyFile: /a/k.pem}\n", want: TLS{CertFile: "/b/c.pem", PrivateKeyFile: "/b/k.pem"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.file != "" {
+				args = append(args, "--config", writeFile(t, tc.file))
+			}
+			c, err := parse(t, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, c.TLS); diff != "" {
 				t.Fatalf("(-want +got):\n%s", diff)
 			}
 		})

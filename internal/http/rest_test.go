@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -703,6 +704,12 @@ func (a *switchAuthorizer) Authorize(_ context.Context, _ *auth.User, req auth.R
 		return auth.Decision{}, apierrors.NewForbidden(req.Resource.GroupResource(), req.Name, fmt.Errorf("namespace %s", req.Namespace))
 	}
 	return auth.Decision{}, nil
+}
+
+// AuthorizeNonResource denies: the tests that use switchAuthorizer do not
+// read /metrics.
+func (a *switchAuthorizer) AuthorizeNonResource(_ context.Context, u *auth.User, verb, path string) error {
+	return apierrors.NewForbidden(schema.GroupResource{}, "", fmt.Errorf("User %q cannot %s path %q", u.Name, verb, path))
 }
 
 func (a *switchAuthorizer) setUnavailable(v bool) {

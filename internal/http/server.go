@@ -6,8 +6,10 @@ package httpapi
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"net"
 	"net/http"
 	"strings"
@@ -35,17 +37,30 @@ type Options struct {
 	// Registry receives the server's metrics and is served at /metrics.
 	// Default: a new registry.
 	Registry *prometheus.Registry
+	// OpenMetrics serves /metrics to anyone who can connect, for scrapes
+	// through a trusted path. Default false: as kube-apiserver protects
+	// its own /metrics, the caller is authenticated (Authenticator) and
+	// must be allowed the request's verb ("get") on the non-resource URL
+	// /metrics (Authorizer, which must then implement
+	// auth.NonResourceAuthorizer).
+	OpenMetrics bool
 	// Listen is the TCP address. Default: 127.0.0.1:8080.
 	Listen string
 	// Listener, when set, is used instead of listening on Listen (tests).
 	Listener net.Listener
+	// GetCertificate, when set, makes the server speak HTTPS with the
+	// certificate it returns for each handshake (servingcert.Pair's
+	// follows rotated files), as kube-apiserver serves: TLS 1.2 at least
+	// with Go's default cipher suites, and HTTP/2 beside HTTP/1.1 (see
+	// Start). Default: plain HTTP.
+	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	// WebSocket is mounted at /ws behind authentication. Default: none.
 	WebSocket http.Handler
 	// Web serves the dashboard at / without authentication (it holds no
 	// data; the data it fetches is authenticated). Default: none.
 	Web http.Handler
-	// Authenticator identifies callers of /api, /apis, /version and /ws.
-	// Default: auth.Anonymous{}.
+	// Authenticator identifies callers of /api, /apis, /version, /ws and
+	// /metrics. Default: auth.Anonymous{}.
 	Authenticator auth.Authenticator
 	// Authorizer decides what they may read. Default: auth.AlwaysAllow{}.
 	Authorizer auth.Authorizer
@@ -102,6 +117,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Authorizer == nil {
 		o.Authorizer = auth.AlwaysAllow{}
+	}
+	if _, ok := o.Authorizer.(auth.NonResourceAuthorizer); !ok && !o.OpenMetrics {
+		return o, fmt.Errorf("httpapi: Options.Authorizer (%T) cannot authorize /metrics (auth.NonResourceAuthorizer); implement it or set OpenMetrics", o.Authorizer)
 	}
 	if o.RecheckInterval <= 0 {
 		o.RecheckInterval = 5 * time.Second
@@ -175,7 +193,12 @@ func (s *Server) routes() http.Handler {
 	r.Get("/healthz", s.healthz)
 	r.Get("/livez", s.healthz)
 	r.Get("/readyz", s.readyz)
-	r.Handle("/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{Registry: s.opts.Registry}))
+	metrics := promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{Registry: s.opts.Registry})
+	if s.opts.OpenMetrics {
+		r.Handle("/metrics", metrics)
+	} else {
+		r.With(s.authenticate, s.opts.RateLimiter.Middleware, s.authorizePath).Handle("/metrics", metrics)
+	}
 
 	s.mountLogin(r)
 	r.Group(func(r chi.Router) {
@@ -221,6 +244,20 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(auth.WithUser(r.Context(), u)))
+	})
+}
+
+// authorizePath answers 403 unless the authenticated caller may make the
+// request on its path as a non-resource URL: the verb is the method in
+// lower case, as kube-apiserver names it ("get" for GET /metrics).
+func (s *Server) authorizePath(next http.Handler) http.Handler {
+	az := s.opts.Authorizer.(auth.NonResourceAuthorizer) // checked by withDefaults
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := az.AuthorizeNonResource(r.Context(), auth.UserFrom(r.Context()), strings.ToLower(r.Method), r.URL.Path); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 
@@ -278,6 +315,41 @@ func informerChecks(status []informer.ResourceStatus) *strings.Builder {
 	return b
 }
 
+// serverTLSConfig is kube-apiserver's secure serving configuration
+// (k8s.io/apiserver's SecureServingInfo): TLS 1.2 at least, Go's default
+// cipher suites and curves, and ALPN offering HTTP/2 before HTTP/1.1.
+//
+// WebSockets need HTTP/1.1: coder/websocket takes the connection over
+// with Hijack, which HTTP/2 streams cannot offer, and net/http's HTTP/2
+// server does not announce WebSockets over HTTP/2 (RFC 8441; it would
+// with GODEBUG=http2xconnect=1, which the gateway must not run with,
+// or browsers would send /ws over HTTP/2 where it fails). Clients
+// therefore open /ws on an HTTP/1.1 connection of its own (browsers, and
+// Go's http.Transport for any Upgrade request, leave h2 out of that
+// handshake), while REST calls share an HTTP/2 connection.
+func serverTLSConfig(get func(*tls.ClientHelloInfo) (*tls.Certificate, error)) *tls.Config {
+	return &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		NextProtos:     []string{"h2", "http/1.1"},
+		GetCertificate: get,
+	}
+}
+
+// serverLog is net/http's error log. A failed TLS handshake is logged at
+// debug level only, as kube-apiserver logs it only at -v=5: TCP health
+// checks and port scans cause one per connection.
+type serverLog struct{ log *zap.Logger }
+
+func (l serverLog) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	if strings.HasPrefix(msg, "http: TLS handshake error") {
+		l.log.Debug(msg)
+	} else {
+		l.log.Info(msg)
+	}
+	return len(p), nil
+}
+
 // Start serves until ctx ends, then shuts down within ShutdownTimeout.
 func (s *Server) Start(ctx context.Context) error {
 	srv := &http.Server{
@@ -289,11 +361,25 @@ func (s *Server) Start(ctx context.Context) error {
 		IdleTimeout:    120 * time.Second,
 		MaxHeaderBytes: 64 << 10,
 		BaseContext:    func(net.Listener) context.Context { return s.baseCtx },
-		ErrorLog:       zap.NewStdLog(s.log.Named("server")),
+		ErrorLog:       stdlog.New(serverLog{s.log.Named("server")}, "", 0),
+	}
+	scheme := "http"
+	if s.opts.GetCertificate != nil {
+		scheme = "https"
+		srv.TLSConfig = serverTLSConfig(s.opts.GetCertificate)
+		// kube-apiserver's bound on the streams of one HTTP/2 connection,
+		// the streams client-go opens before it dials another.
+		srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 100}
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(s.ln) }()
-	s.log.Info("serving", zap.String("addr", s.ln.Addr().String()))
+	go func() {
+		if srv.TLSConfig != nil {
+			errc <- srv.ServeTLS(s.ln, "", "")
+			return
+		}
+		errc <- srv.Serve(s.ln)
+	}()
+	s.log.Info("serving", zap.String("addr", s.ln.Addr().String()), zap.String("scheme", scheme))
 
 	select {
 	case err := <-errc:

@@ -40,14 +40,16 @@ $("login-form").addEventListener("submit", () => {
   w.forEach((r) => r());
 });
 
-// api fetches a gateway path with the token, asking for one on 401.
-async function api(path, { text = false } = {}) {
+// api fetches a gateway path with the token, asking for one on 401. With
+// text, the body is returned as text when the status is 2xx or one of
+// textStatuses; any other failure throws the Status message.
+async function api(path, { text = false, textStatuses = [] } = {}) {
   for (;;) {
     const headers = { Accept: "application/json" };
     if (token) headers.Authorization = "Bearer " + token;
     const res = await fetch(path, { headers, credentials: "same-origin" });
     if (res.status === 401) { await needLogin(); continue; }
-    if (text) return res.text();
+    if (text && (res.ok || textStatuses.includes(res.status))) return res.text();
     const body = await res.json().catch(() => null);
     if (!res.ok) throw new Error((body && body.message) || `${res.status} ${res.statusText}`);
     return body;
@@ -434,7 +436,11 @@ let lastSample = null;
 async function pollStatus() {
   if ($("status").hidden) return;
   try {
-    const [ready, metrics] = await Promise.all([api("/readyz?verbose", { text: true }), api("/metrics", { text: true })]);
+    // /metrics needs get on the path /metrics in the caller's RBAC; a
+    // reader without it still sees readiness and the informers.
+    let metricsError = null;
+    const [ready, metrics] = await Promise.all([api("/readyz?verbose", { text: true, textStatuses: [503] }),
+      api("/metrics", { text: true }).catch((e) => { metricsError = String(e.message || e); return ""; })]);
     const ms = parseMetrics(metrics);
     const now = performance.now();
     const events = sum(ms, "kubegate_cache_events_total");
@@ -445,9 +451,10 @@ async function pollStatus() {
       rate = ((events - lastSample.events) / dt).toFixed(1) + "/s";
       frate = ((frames - lastSample.frames) / dt).toFixed(1) + "/s";
     }
-    lastSample = { t: now, events, frames };
-    const dl = [["Ready", /ok\n?$/.test(ready) ? "yes" : "no"], ["Sockets", sum(ms, "kubegate_ws_sockets")],
-      ["Subscriptions", sum(ms, "kubegate_ws_subscriptions")], ["Event rate (cache)", rate], ["Frames sent", frate],
+    lastSample = metricsError ? null : { t: now, events, frames };
+    const dl = [["Ready", /ok\n?$/.test(ready) ? "yes" : "no"],
+      ...(metricsError ? [["Metrics", metricsError]] : [["Sockets", sum(ms, "kubegate_ws_sockets")],
+        ["Subscriptions", sum(ms, "kubegate_ws_subscriptions")], ["Event rate (cache)", rate], ["Frames sent", frate]]),
       ["This page", `${stats.frames} frames, ${stats.resets} resets, ${stats.reconnects} reconnects`]];
     $("status-summary").replaceChildren(...dl.flatMap(([k, v]) => [Object.assign(document.createElement("dt"), { textContent: k }),
       Object.assign(document.createElement("dd"), { textContent: v })]));
