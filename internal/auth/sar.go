@@ -198,13 +198,25 @@ type answer struct {
 
 // check answers one access question, from the cache or one review.
 func (a *SubjectAccessReview) check(ctx context.Context, u *User, uk string, req Request) (answer, error) {
-	key := requestKey(uk, req)
+	return a.decide(ctx, u, requestKey(uk, req), func(spec *authorizationv1.SubjectAccessReviewSpec) {
+		spec.ResourceAttributes = &authorizationv1.ResourceAttributes{
+			Namespace: req.Namespace, Verb: req.Verb, Name: req.Name,
+			Group: req.Resource.Group, Version: req.Resource.Version, Resource: req.Resource.Resource,
+		}
+	}, zap.Stringer("request", req))
+}
+
+// decide answers the question attrs sets in a review of u, cached under
+// key, from the cache or one review that concurrent identical questions
+// share. what describes the question in the log.
+func (a *SubjectAccessReview) decide(ctx context.Context, u *User, key string,
+	attrs func(*authorizationv1.SubjectAccessReviewSpec), what zap.Field) (answer, error) {
 	if ans, hit := a.answers.get(key); hit {
 		a.opts.Metrics.cacheLookup("access", true)
 		return ans, nil
 	}
 	a.opts.Metrics.cacheLookup("access", false)
-	ch := a.flight.DoChan(key, func() (any, error) { return a.review(ctx, u, key, req) })
+	ch := a.flight.DoChan(key, func() (any, error) { return a.review(ctx, u, key, attrs, what) })
 	select {
 	case res := <-ch:
 		if res.Err != nil {
@@ -216,16 +228,12 @@ func (a *SubjectAccessReview) check(ctx context.Context, u *User, uk string, req
 	}
 }
 
-func (a *SubjectAccessReview) review(ctx context.Context, u *User, key string, req Request) (answer, error) {
+func (a *SubjectAccessReview) review(ctx context.Context, u *User, key string,
+	attrs func(*authorizationv1.SubjectAccessReviewSpec), what zap.Field) (answer, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.opts.Timeout)
 	defer cancel()
-	spec := authorizationv1.SubjectAccessReviewSpec{
-		User: u.Name, UID: u.UID, Groups: u.Groups,
-		ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Namespace: req.Namespace, Verb: req.Verb, Name: req.Name,
-			Group: req.Resource.Group, Version: req.Resource.Version, Resource: req.Resource.Resource,
-		},
-	}
+	spec := authorizationv1.SubjectAccessReviewSpec{User: u.Name, UID: u.UID, Groups: u.Groups}
+	attrs(&spec)
 	if len(u.Extra) > 0 {
 		spec.Extra = make(map[string]authorizationv1.ExtraValue, len(u.Extra))
 		for k, v := range u.Extra {
@@ -236,7 +244,7 @@ func (a *SubjectAccessReview) review(ctx context.Context, u *User, key string, r
 		&authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
 	a.opts.Metrics.review("subjectaccessreview", err)
 	if err != nil {
-		a.log.Warn("SubjectAccessReview failed; denying", zap.String("user", u.Name), zap.Stringer("request", req), zap.Error(err))
+		a.log.Warn("SubjectAccessReview failed; denying", zap.String("user", u.Name), what, zap.Error(err))
 		return answer{}, unavailable("authorization")
 	}
 	ans := answer{allowed: rev.Status.Allowed && !rev.Status.Denied, reason: rev.Status.Reason}
