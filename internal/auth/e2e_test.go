@@ -116,6 +116,9 @@ func startGatewayWith(t testing.TB, o gatewayOptions) *gateway {
 		Manager: mgr, Listener: ln, Logger: log.Named("http"),
 		Authenticator: bearer, Authorizer: authz, Login: login, RecheckInterval: o.recheck,
 		WebSocket: wsServer,
+		// Tests here read /metrics to see streams end; its own
+		// authorization is tested in internal/http.
+		OpenMetrics: true,
 	})
 	if err != nil {
 		t.Fatal(err)
