@@ -599,6 +599,38 @@ func TestResetAndSnapshotEndEvents(t *testing.T) {
 	}
 }
 
+// TestResourceGoneSendsResetAndEmptySnapshot: when the resource is no
+// longer served, its listener ends after the deletions it held; the
+// receiver gets them, then a reset and an empty snapshot (a snapshot.end
+// right after it) for the entry's collection: none of its objects exist.
+func TestResourceGoneSendsResetAndEmptySnapshot(t *testing.T) {
+	rcv := newReceiver(t, time.Now)
+	c := hookConfig(t, "a", rcv.srv.URL)
+	c.Resources = []config.WebhookResource{{Resource: "configmaps", Namespace: "ns"}}
+	h := start(t, c)
+	src := h.source("a", 0)
+	src.change(note(informer.Added, "x", 5))
+	src.change(note(informer.Deleted, "x", 8))
+	src.end(&informer.ResourceGoneError{GVR: configmaps.GVR})
+	const collection = "/api/v1/namespaces/ns/configmaps"
+	for _, w := range []struct{ typ, subject, data string }{
+		{"added", collection + "/x", string(object("x", 5).Raw)},
+		{"deleted", collection + "/x", string(object("x", 8).Raw)},
+		{"reset", collection, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"ns","annotations":{"kubegate.io/reset":"true"}}}`},
+		{"snapshot.end", collection, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"ns","resourceVersion":"8","annotations":{"k8s.io/initial-events-end":"true"}}}`},
+	} {
+		ce := decode(t, rcv.next())
+		if ce.Type != eventTypePrefix+w.typ || ce.Subject != w.subject || string(ce.Data) != w.data {
+			t.Fatalf("got %+v with data %s\nwant type %s, subject %s, data %s", ce, ce.Data, w.typ, w.subject, w.data)
+		}
+	}
+	src.settle(t)
+	rcv.none()
+	if n := testutil.ToFloat64(h.m.m.resets.WithLabelValues("a", reasonResourceGone)); n != 1 {
+		t.Fatalf("resets{reason=resource_gone} = %v, want 1", n)
+	}
+}
+
 // In the watch format both markers are BOOKMARKs of the resource's kind,
 // told apart by their annotation; the end carries the resourceVersion as
 // the apiserver's initial-events-end bookmark does.

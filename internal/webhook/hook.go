@@ -23,6 +23,7 @@ import (
 type source interface {
 	PopAtMost(buf []informer.Notification, limit int) []informer.Notification
 	Stats() informer.ListenerStats
+	Err() error
 	Reset()
 	Stop()
 }
@@ -42,6 +43,8 @@ type input struct {
 	// requested counts the resets the hook asked src for since last was
 	// taken; they are not overflows.
 	requested uint64
+	// ended: src ended because the resource is no longer served.
+	ended bool
 }
 
 func (in *input) PopAtMost(buf []informer.Notification, limit int) []informer.Notification {
@@ -223,6 +226,20 @@ func (r *renderer) Encode(in *input, n *informer.Notification) error {
 		h.seq++
 		r.pending = append(r.pending, newMarker(in, kindReset, 0, h.cfg.Format, h.source, r.now, h.seq))
 	case n.Type == informer.EndOfSnapshot:
+		h.seq++
+		r.pending = append(r.pending, newMarker(in, kindSnapshotEnd, n.RV, h.cfg.Format, h.source, r.now, h.seq))
+	case n.Type == informer.Ended:
+		// The resource is no longer served, so none of the entry's
+		// objects exist: a reset and an empty snapshot say so. (A
+		// reset of an ended listener hands out Ended again.)
+		if !in.ended {
+			in.ended = true
+			h.m.resets.WithLabelValues(h.name(), reasonResourceGone).Inc()
+			h.log.Warn("the resource is no longer served: sending a reset and an empty snapshot",
+				zap.String("collection", in.collection), zap.Error(in.src.Err()))
+		}
+		h.seq++
+		r.pending = append(r.pending, newMarker(in, kindReset, 0, h.cfg.Format, h.source, r.now, h.seq))
 		h.seq++
 		r.pending = append(r.pending, newMarker(in, kindSnapshotEnd, n.RV, h.cfg.Format, h.source, r.now, h.seq))
 	case h.types[n.Type] && n.Object != nil:

@@ -46,6 +46,25 @@ type fakeSource struct {
 	state          map[string]informer.Notification // by name
 	lastRV         uint64
 	resetDue       bool
+	err            error // set by end
+}
+
+// end ends the source as its resource going away ends a listener: Ended
+// after what it holds, then nothing; a Reset hands out Ended again.
+func (f *fakeSource) end(err error) {
+	f.mu.Lock()
+	f.err = err
+	f.state = nil
+	f.q = append(f.q, informer.Notification{Type: informer.Ended, RV: f.lastRV})
+	f.pushes++
+	f.mu.Unlock()
+	f.signal()
+}
+
+func (f *fakeSource) Err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
 }
 
 func (f *fakeSource) push(ns ...informer.Notification) {
@@ -117,7 +136,11 @@ func (f *fakeSource) Reset() {
 		return
 	}
 	f.q = nil
-	f.resetDue = true
+	if f.err != nil {
+		f.q = []informer.Notification{{Type: informer.Ended, RV: f.lastRV}}
+	} else {
+		f.resetDue = true
+	}
 	f.stats.Resets++
 	f.mu.Unlock()
 	f.signal()
