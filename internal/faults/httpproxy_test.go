@@ -28,7 +28,7 @@ const (
 
 // httpFault is what the proxy answers instead of forwarding.
 type httpFault struct {
-	code       int    // 429 or 5xx
+	code       int    // 404, 429 or 5xx
 	retryAfter string // Retry-After header; empty for none
 }
 
@@ -145,8 +145,13 @@ func requestKind(r *http.Request) string {
 	}
 }
 
-// writeFault answers as an apiserver would, with a metav1.Status.
+// writeFault answers as an apiserver would, with a metav1.Status; a 404
+// as a proxy that does not know the path would, in plain text.
 func writeFault(w http.ResponseWriter, f httpFault, path string) {
+	if f.code == http.StatusNotFound {
+		http.Error(w, "404 page not found", http.StatusNotFound)
+		return
+	}
 	var err *apierrors.StatusError
 	switch f.code {
 	case http.StatusTooManyRequests:

@@ -340,3 +340,43 @@ func TestInitialListErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestNotFoundFromProxyDoesNotEndResource: a proxy in front of the
+// apiserver answers the config maps collection with 404 for a while. A
+// 404 alone does not end a resource: discovery, fetched again after it,
+// still lists config maps, so the informer keeps retrying, its
+// subscriber is not ended, and changes made meanwhile reach it once the
+// proxy forwards again.
+func TestNotFoundFromProxyDoesNotEndResource(t *testing.T) {
+	cs := client(t)
+	ns := namespace(t, cs)
+	create(t, cs, ns, "keep", "drop")
+	p := newFaultProxy(t, "/api/v1/configmaps")
+	m := startManager(t, p.config(), "configmaps")
+	r := configMaps(t, m)
+	sub := subscribe(t, r, ns)
+	sub.converge(t, truth(t, cs, ns))
+
+	start := time.Now()
+	p.setFault(&httpFault{code: http.StatusNotFound})
+	remove(t, cs, ns, "drop")
+	create(t, cs, ns, "new")
+	// Each failed list is followed by a look at discovery.
+	waitUntil(t, 30*time.Second, "two lists answered 404", func() bool {
+		return countKind(faulted(p.requests(), start), kindList) >= 2
+	})
+	p.setFault(nil)
+	sub.converge(t, truth(t, cs, ns))
+	if err := sub.l.Err(); err != nil {
+		t.Fatalf("the subscriber was ended by a 404 from a proxy: %v", err)
+	}
+	for _, s := range m.Status() {
+		if s.Gone {
+			t.Fatalf("status reports %s gone after a 404 from a proxy", s.Resource)
+		}
+	}
+	pollReady(t, m, true, 30*time.Second)
+	if _, err := m.Resolve(context.Background(), "configmaps"); err != nil {
+		t.Fatalf("Resolve(configmaps) after a 404 from a proxy: %v", err)
+	}
+}

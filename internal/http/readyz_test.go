@@ -26,6 +26,10 @@ func TestInformerChecks(t *testing.T) {
 			"[-]informer pods failed: boom\n", false},
 		{"configured, answered 429", informer.ResourceStatus{Resource: "pods", Gating: true, FailingError: "HTTP 429"},
 			"[-]informer pods not synced: HTTP 429\n", false},
+		{"configured, no longer served", informer.ResourceStatus{Resource: "gizmos.example.com", Gating: true, Gone: true,
+			Error: "gizmos.example.com is no longer served by the apiserver (example.com/v1)"},
+			"[+]informer gizmos.example.com not served by the apiserver (configured; started again once it is): " +
+				"gizmos.example.com is no longer served by the apiserver (example.com/v1)\n", true},
 		{"on demand, not synced", informer.ResourceStatus{Resource: "metrics.k8s.io/pods"},
 			"[+]informer metrics.k8s.io/pods not synced (on demand; does not gate readiness)\n", true},
 		{"on demand, list failed", informer.ResourceStatus{Resource: "widgets.example.com", Error: "conversion webhook failed"},

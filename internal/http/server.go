@@ -290,7 +290,8 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 // informerChecks renders one /readyz line per informer, marked [-] when it
 // keeps the gateway unready (see informer.Manager.Ready): a resource
 // started on first use does not gate readiness, so its line passes
-// whatever its state.
+// whatever its state, nor does a configured one the apiserver no longer
+// serves.
 func informerChecks(status []informer.ResourceStatus) *strings.Builder {
 	b := &strings.Builder{}
 	for _, st := range status {
@@ -299,6 +300,8 @@ func informerChecks(status []informer.ResourceStatus) *strings.Builder {
 			mark, note = "[+]", " (on demand; does not gate readiness)"
 		}
 		switch {
+		case st.Gone:
+			fmt.Fprintf(b, "[+]informer %s not served by the apiserver (configured; started again once it is): %s\n", st.Resource, st.Error)
 		case st.Synced && st.FailingError != "":
 			fmt.Fprintf(b, "[+]informer %s ok (%d objects); its requests have failed for %s: %s\n",
 				st.Resource, st.Objects, st.FailingFor.Truncate(time.Second), st.FailingError)

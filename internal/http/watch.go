@@ -135,8 +135,11 @@ type watchStream struct {
 }
 
 // Encode appends the event for n, writing out every watchFlushBytes
-// (sink.Encoder). A Reset ends the stream with ERROR 410, as does a
-// failed write, with errStreamEnded.
+// (sink.Encoder). A Reset ends the stream with ERROR 410 and errStreamEnded;
+// so does a failed write. Ended (the resource is no longer served) ends
+// it with no event, as kube-apiserver closes the watches of a resource
+// whose storage it tears down (a deleted CRD): the client's next request
+// gets 404.
 func (ws *watchStream) Encode(_ *informer.Listener, n *informer.Notification) error {
 	id := n.RV
 	if ws.inSnapshot {
@@ -159,6 +162,9 @@ func (ws *watchStream) Encode(_ *informer.Listener, n *informer.Notification) er
 	case informer.Reset:
 		ws.status(apistatus.New(http.StatusGone, metav1.StatusReasonExpired,
 			"the watch fell too far behind and its events were dropped; list again and watch from the list's resourceVersion"))
+		_ = ws.flush()
+		return errStreamEnded
+	case informer.Ended:
 		_ = ws.flush()
 		return errStreamEnded
 	}
@@ -268,7 +274,8 @@ func (ws *watchStream) flush() error {
 
 // serveWatch streams changes from one listener until the client leaves,
 // timeoutSeconds passes, the server shuts down, the listener overflows
-// (ERROR 410: the client must list again), or a periodic
+// (ERROR 410: the client must list again), the resource is no longer
+// served (no event, as from kube-apiserver), or a periodic
 // re-authorization fails (ERROR 403) or changes the visible namespaces
 // (ERROR 410).
 //

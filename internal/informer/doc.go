@@ -19,6 +19,10 @@
 // ring reaches its bound the listener's overflow policy collapses or
 // resets its backlog instead of growing without limit.
 //
+// A resource the apiserver stops serving (its CRD deleted) ends: once
+// discovery confirms a 404, its upstream stops, it leaves the Manager, and
+// each listener pops Ended after what it holds (see Manager).
+//
 // Everything handed out by this package (*Object, its Raw bytes, labels) is
 // shared by all readers and must not be modified.
 package informer

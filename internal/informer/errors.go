@@ -19,6 +19,7 @@ var (
 	_ apierrors.APIStatus = (*InvalidFilterError)(nil)
 	_ apierrors.APIStatus = (*UnknownResourceError)(nil)
 	_ apierrors.APIStatus = (*GatewayForbiddenError)(nil)
+	_ apierrors.APIStatus = (*ResourceGoneError)(nil)
 )
 
 // SentinelError is the type of the package's sentinel errors. Callers
@@ -120,6 +121,31 @@ func (e *GatewayForbiddenError) Error() string {
 // ClusterRole is fixed.
 func (e *GatewayForbiddenError) Status() metav1.Status {
 	return failure(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, e.Error())
+}
+
+// ResourceGoneError reports that the apiserver no longer serves a
+// resource the gateway had started: its lists and watches answer 404 and
+// discovery no longer lists it (its CustomResourceDefinition was deleted,
+// the version stopped being served, or its aggregated API was removed).
+// Err is the 404 that led to the check.
+type ResourceGoneError struct {
+	GVR schema.GroupVersionResource
+	Err error
+}
+
+func (e *ResourceGoneError) Error() string {
+	return fmt.Sprintf("%s is no longer served by the apiserver (%s)", e.GVR.GroupResource(), e.GVR.GroupVersion())
+}
+func (e *ResourceGoneError) Unwrap() error { return e.Err }
+
+// Status implements apierrors.APIStatus: 404 NotFound, what kube-apiserver
+// answers every request for the resource from then on. 410 Gone would
+// tell a Kubernetes client that its resourceVersion expired and that it
+// should list again, which would only get the 404.
+func (e *ResourceGoneError) Status() metav1.Status {
+	st := failure(http.StatusNotFound, metav1.StatusReasonNotFound, e.Error())
+	st.Details = &metav1.StatusDetails{Group: e.GVR.Group, Kind: e.GVR.Resource}
+	return st
 }
 
 func failure(code int32, reason metav1.StatusReason, message string) metav1.Status {

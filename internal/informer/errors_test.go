@@ -65,3 +65,23 @@ func TestErrorStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestResourceGoneStatus: a resource the apiserver stopped serving is
+// 404 NotFound, as kube-apiserver answers every request for it, with the
+// resource in the details as apierrors.NewNotFound gives them.
+func TestResourceGoneStatus(t *testing.T) {
+	gvr := schema.GroupVersionResource{Group: "test.kubegate.io", Version: "v1", Resource: "gizmos"}
+	err := fmt.Errorf("subscription ended: %w", &ResourceGoneError{GVR: gvr, Err: apierrors.NewNotFound(gvr.GroupResource(), "")})
+	want := &metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusFailure, Code: 404, Reason: metav1.StatusReasonNotFound,
+		Message: "gizmos.test.kubegate.io is no longer served by the apiserver (test.kubegate.io/v1)",
+		Details: &metav1.StatusDetails{Group: "test.kubegate.io", Kind: "gizmos"},
+	}
+	if diff := cmp.Diff(want, apistatus.FromError(err)); diff != "" {
+		t.Fatalf("apistatus.FromError (-want +got):\n%s", diff)
+	}
+	if !apierrors.IsNotFound(err) {
+		t.Fatal("apierrors.IsNotFound is false")
+	}
+}

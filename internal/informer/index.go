@@ -173,6 +173,31 @@ func (s *scopeListeners) remove(l *Listener, k indexKey) bool {
 	return found
 }
 
+// all returns every listener, once each.
+func (x *listenerIndex) all() []*Listener {
+	seen := make(map[*Listener]struct{}, x.n)
+	add := func(set map[*Listener]struct{}) {
+		for l := range set {
+			seen[l] = struct{}{}
+		}
+	}
+	for _, s := range x.scopes {
+		add(s.plain)
+		for _, m := range []map[string]map[string]map[*Listener]struct{}{s.labels, s.fields} {
+			for _, byValue := range m {
+				for _, set := range byValue {
+					add(set)
+				}
+			}
+		}
+	}
+	out := make([]*Listener, 0, len(seen))
+	for l := range seen {
+		out = append(out, l)
+	}
+	return out
+}
+
 // each calls fn once for every listener that could want a change of o,
 // whose previous state was prev (nil unless the change is a
 // modification). A listener keyed by a value is visited when o or prev

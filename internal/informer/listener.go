@@ -27,9 +27,14 @@ const (
 	// its backlog overflowed or its resume point expired. A fresh snapshot
 	// (Added objects, then EndOfSnapshot) follows.
 	Reset
+	// Ended is the last notification of a listener whose resource the
+	// apiserver no longer serves (see ResourceGoneError): nothing
+	// follows. It comes after every change the listener held; RV is the
+	// version the resource's cache had reached. Listener.Err says why.
+	Ended
 )
 
-var notificationNames = [...]string{"", "ADDED", "MODIFIED", "DELETED", "SYNC", "END_OF_SNAPSHOT", "RESET"}
+var notificationNames = [...]string{"", "ADDED", "MODIFIED", "DELETED", "SYNC", "END_OF_SNAPSHOT", "RESET", "ENDED"}
 
 func (t NotificationType) String() string {
 	if int(t) < len(notificationNames) {
@@ -39,7 +44,7 @@ func (t NotificationType) String() string {
 }
 
 // Notification is one entry of a listener's stream. Object is nil for
-// EndOfSnapshot and Reset. Object is shared and read-only.
+// EndOfSnapshot, Reset and Ended. Object is shared and read-only.
 type Notification struct {
 	Type   NotificationType
 	Object *Object
@@ -211,7 +216,13 @@ type Listener struct {
 	// up to it. See Progress.
 	progress uint64
 	stopped  bool
-	stats    ListenerStats
+	// err is set when the resource ended (see processor.end): once the
+	// rest is popped, Pop hands out Ended, and endSent records that it
+	// did. endRV is the version the resource's cache had reached.
+	err     error
+	endRV   uint64
+	endSent bool
+	stats   ListenerStats
 }
 
 // view is a set of objects cut at one version, sent as a snapshot (Added,
@@ -447,8 +458,27 @@ func (l *Listener) PopAtMost(buf []Notification, limit int) []Notification {
 	if l.ring.Len() == 0 && l.view == nil && !l.needSnapshot {
 		l.bytes = 0
 		l.progress = max(l.progress, progress)
+		if l.err != nil && !l.endSent && (limit <= 0 || len(buf)-start < limit) {
+			l.endSent = true
+			buf = append(buf, Notification{Type: Ended, RV: l.endRV})
+		}
 	}
 	return buf
+}
+
+// endLocked marks the listener ended with err, its resource's cache at
+// rv: Pop hands out Ended after what the listener holds. Caller must
+// hold l.mu.
+func (l *Listener) endLocked(err error, rv uint64) {
+	l.err, l.endRV = err, rv
+}
+
+// Err returns why the listener ended (a *ResourceGoneError), or nil while
+// its resource is served. It is set before Pop hands out Ended.
+func (l *Listener) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
 }
 
 // cutSnapshot replaces a pending snapshot request by a view of the store;
@@ -549,15 +579,25 @@ func (l *Listener) Overflowed() bool {
 // snapshot and an EndOfSnapshot, as an overflow that cannot be collapsed
 // does. A consumer calls it when it had to discard what it popped (a
 // webhook whose receiver stayed down past its retry budget). It is
-// counted in Stats().Resets. It does nothing once the listener is
-// stopped.
+// counted in Stats().Resets. Once the listener has ended, what it now
+// has to tell is only that, so the next Pop returns Ended again. It does
+// nothing once the listener is stopped.
 func (l *Listener) Reset() {
 	l.mu.Lock()
 	if l.stopped {
 		l.mu.Unlock()
 		return
 	}
-	l.resetLocked()
+	if l.err != nil {
+		l.stats.Resets++
+		l.metrics.resets.Inc()
+		l.ring = newRing()
+		l.read, l.bytes = 0, 0
+		l.needSnapshot, l.needReset, l.view = false, false, nil
+		l.endSent = false
+	} else {
+		l.resetLocked()
+	}
 	l.mu.Unlock()
 	l.signal()
 }

@@ -32,6 +32,13 @@ type Options struct {
 	// one client asking for a resource that cannot sync (an aggregated API
 	// that is down, say) does not take the gateway out of service. Names
 	// as kubectl accepts them.
+	//
+	// A resource of Resources that the apiserver stops serving (its
+	// CustomResourceDefinition is deleted) is ended like any other (see
+	// Manager) and no longer gates readiness: there is nothing to be
+	// stale about. The manager looks it up again every
+	// DiscoveryRefreshInterval and, once it is served again, starts it
+	// again; it then gates readiness again until it has synced.
 	Resources []string
 	// KeepManagedFields keeps metadata.managedFields in cached objects.
 	// Default false: they are stripped, as they are large and of no use to
@@ -55,7 +62,8 @@ type Options struct {
 	// processor catches up; see boundedFIFO. Default 1000.
 	QueueDeltas int
 	// DiscoveryRefreshInterval is the minimum time between discovery
-	// refreshes triggered by unknown resource names. Default 5s.
+	// refreshes triggered by unknown resource names, and how often
+	// WaitForResource looks a name up. Default 5s.
 	DiscoveryRefreshInterval time.Duration
 	// StaleAfter is how long requests to the apiserver may keep failing
 	// (transport errors, or 5xx and 429 answers to the lists and watches
@@ -143,6 +151,19 @@ func (o Options) withDefaults() (Options, error) {
 // Upstreams are not stopped when idle: re-listing on the next use costs
 // the apiserver more than the memory saved. Limit what is served with
 // Options.Resources and the gateway's RBAC instead.
+//
+// An upstream is stopped when the apiserver no longer serves its
+// resource. A 404 to a list or watch alone does not say so (a proxy in
+// the way may answer one), so the reflector's watch error handler asks
+// discovery, fetched again after the 404, whether the resource is still
+// listed. If it is not, the handler removes the resource from the
+// manager (so the next use resolves its name again, and gets 404 while
+// it stays away) and cancels the upstream's context. The upstream's
+// goroutine, once client-go's controller has returned, hands the
+// processor the deltas still queued (the deletions that came before the
+// end) and ends the processor: every listener pops Ended after what it
+// holds. Resources of Options.Resources are then waited for (see
+// WaitForResource) and started again when served.
 type Manager struct {
 	opts     Options
 	log      *zap.Logger
@@ -154,14 +175,23 @@ type Manager struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	// mu guards resources, gating, bootPending and stopped.
+	// mu guards resources, gating, absent, bootPending and stopped.
 	mu        sync.Mutex
 	resources map[schema.GroupVersionResource]*Resource
-	// gating holds the resources of Options.Resources; bootPending counts
-	// the names Start has not started yet.
-	gating      map[schema.GroupVersionResource]bool
+	// gating holds the resources of Options.Resources, with the name
+	// they were configured by; bootPending counts the names Start has
+	// not started yet. absent holds those of them the apiserver no
+	// longer serves, until they are started again.
+	gating      map[schema.GroupVersionResource]string
+	absent      map[schema.GroupVersionResource]*absence
 	bootPending int
 	stopped     bool
+}
+
+// absence is a configured resource the apiserver stopped serving.
+type absence struct {
+	name string // as configured
+	err  error  // a *ResourceGoneError
 }
 
 // New builds a Manager. Nothing runs until Start or the first Resource call.
@@ -179,7 +209,8 @@ func New(opts Options) (*Manager, error) {
 		ctx:       ctx,
 		cancel:    cancel,
 		resources: map[schema.GroupVersionResource]*Resource{},
-		gating:    map[schema.GroupVersionResource]bool{},
+		gating:    map[schema.GroupVersionResource]string{},
+		absent:    map[schema.GroupVersionResource]*absence{},
 		// Until Start has started them, the configured resources are
 		// not in resources: Ready must not report ready meanwhile.
 		bootPending: len(o.Resources),
@@ -193,12 +224,19 @@ func New(opts Options) (*Manager, error) {
 func (m *Manager) Start(ctx context.Context) error {
 	defer m.shutdown()
 	for _, name := range m.opts.Resources {
-		r, err := m.Resource(ctx, name)
+		// Gating from before the upstream starts, so that a resource
+		// that goes away at once is waited for like any configured one.
+		info, err := m.Resolve(ctx, name)
+		if err == nil {
+			m.mu.Lock()
+			m.gating[info.GVR] = name
+			m.mu.Unlock()
+			_, err = m.ResourceFor(ctx, info)
+		}
 		if err != nil {
 			return fmt.Errorf("configured resource %q: %w", name, err)
 		}
 		m.mu.Lock()
-		m.gating[r.Info.GVR] = true
 		m.bootPending--
 		m.mu.Unlock()
 	}
@@ -256,7 +294,7 @@ func (m *Manager) ResourceFor(ctx context.Context, info *ResourceInfo) (*Resourc
 	}
 	r, ok := m.resources[info.GVR]
 	if !ok {
-		r = &Resource{Info: info, initDone: make(chan struct{}), errChanged: make(chan struct{})}
+		r = &Resource{Info: info, initDone: make(chan struct{}), done: make(chan struct{}), errChanged: make(chan struct{})}
 		m.resources[info.GVR] = r
 	}
 	m.mu.Unlock()
@@ -294,7 +332,7 @@ func (m *Manager) startResource(ctx context.Context, r *Resource) error {
 	r.proc = newProcessor(gvr, &m.opts, m.metrics.forResource(gvr))
 	dec := newObjectDecoder(r.Info.GVK, m.opts.KeepManagedFields, r.Info.selectableFields[2:])
 	q := newBoundedFIFO(m.opts.QueueDeltas)
-	ctrl := newController(newListWatch(m.opts.rest, gvr, dec), q, r.proc, r.watchError)
+	ctrl := newController(newListWatch(m.opts.rest, gvr, dec), q, r.proc, m.watchErrorHandler(r))
 	r.synced = ctrl.HasSyncedChecker()
 
 	m.mu.Lock()
@@ -302,13 +340,138 @@ func (m *Manager) startResource(ctx context.Context, r *Resource) error {
 	if m.stopped {
 		return ErrStopped
 	}
+	// Its own context, not ctx (the first caller's request).
+	upCtx, cancel := context.WithCancel(m.ctx)
+	r.cancel = cancel
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		ctrl.RunWithContext(m.ctx)
+		defer cancel()
+		ctrl.RunWithContext(upCtx)
+		if err := r.goneErr(); err != nil {
+			q.drain(r.proc.process)
+			r.proc.end(err)
+			close(r.done)
+			r.log.Info("upstream stopped and listeners ended: the resource is no longer served")
+			m.awaitReturn(r)
+			return
+		}
+		close(r.done)
 	}()
 	r.log.Info("upstream started")
 	return nil
+}
+
+// watchErrorHandler is r's reflector's error handler, run by the
+// reflector between its attempts: it records the error (see
+// Resource.watchError) and, on a 404, checks whether r is gone.
+func (m *Manager) watchErrorHandler(r *Resource) cache.WatchErrorHandlerWithContext {
+	return func(ctx context.Context, refl *cache.Reflector, err error) {
+		gen := m.resolver.generation()
+		r.watchError(ctx, refl, err)
+		if apierrors.IsNotFound(err) {
+			m.checkServed(ctx, r, gen, err)
+		}
+	}
+}
+
+// checkServed asks discovery, fetched after gen was read, whether r's
+// resource is still served, and removes r if not. notFound is the 404
+// that raised the question. Discovery that still lists the resource, or
+// cannot be read, leaves r to its reflector, which retries with backoff
+// and asks again at its next 404.
+func (m *Manager) checkServed(ctx context.Context, r *Resource, gen uint64, notFound error) {
+	gvr := r.Info.GVR
+	served, err := m.resolver.served(ctx, gvr, gen)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			r.log.Warn("404 from the apiserver, and discovery could not be read to tell whether the resource is gone; retrying", zap.Error(err))
+		}
+		return
+	case served:
+		r.log.Warn("404 from the apiserver for a resource discovery still lists; retrying", zap.Error(notFound))
+		return
+	}
+	gone := &ResourceGoneError{GVR: gvr, Err: notFound}
+	r.setGone(gone)
+	m.mu.Lock()
+	if m.resources[gvr] == r {
+		delete(m.resources, gvr)
+	}
+	if name, ok := m.gating[gvr]; ok {
+		delete(m.gating, gvr)
+		m.absent[gvr] = &absence{name: name, err: gone}
+	}
+	m.mu.Unlock()
+	r.log.Warn("the apiserver no longer serves the resource: stopping its upstream and ending its listeners", zap.Error(notFound))
+	// The controller stops once this handler returns; see startResource.
+	r.cancel()
+}
+
+// awaitReturn waits, if r was configured (Options.Resources), until its
+// name is served again and starts it again, gating readiness as before.
+// It runs in r's upstream goroutine, after r ended, until the manager
+// stops.
+func (m *Manager) awaitReturn(r *Resource) {
+	gvr := r.Info.GVR
+	m.mu.Lock()
+	a := m.absent[gvr]
+	m.mu.Unlock()
+	if a == nil {
+		return // started on first use: the next use starts it
+	}
+	for {
+		info, err := m.WaitForResource(m.ctx, a.name)
+		if err != nil {
+			return // the manager stopped
+		}
+		m.mu.Lock()
+		m.gating[info.GVR] = a.name
+		m.mu.Unlock()
+		next, err := m.ResourceFor(m.ctx, info)
+		m.mu.Lock()
+		if err != nil {
+			delete(m.gating, info.GVR)
+		} else if m.absent[gvr] == a {
+			delete(m.absent, gvr)
+		}
+		m.mu.Unlock()
+		if err != nil {
+			if !errors.Is(err, ErrStopped) {
+				r.log.Warn("configured resource is served again but cannot be started; retrying", zap.String("name", a.name), zap.Error(err))
+			}
+			continue
+		}
+		next.log.Info("configured resource is served again: upstream started", zap.String("name", a.name))
+		return
+	}
+}
+
+// WaitForResource blocks until name resolves (as in Resolve) to a
+// resource the apiserver serves, and returns it; or ctx's error. It
+// looks the name up every Options.DiscoveryRefreshInterval, the first
+// time one interval after the call, so it suits waiting for a resource
+// that has gone away (see ResourceGoneError) to be served again. The
+// lookups refresh discovery no more often than Resolve does.
+func (m *Manager) WaitForResource(ctx context.Context, name string) (*ResourceInfo, error) {
+	t := m.opts.clock.NewTimer(m.opts.DiscoveryRefreshInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C():
+		}
+		info, err := m.Resolve(ctx, name)
+		if err == nil {
+			return info, nil
+		}
+		if !isNoMatch(err) && ctx.Err() == nil {
+			m.log.Debug("waiting for a resource: lookup failed", zap.String("name", name), zap.Error(err))
+		}
+		t.Reset(m.opts.DiscoveryRefreshInterval)
+	}
 }
 
 // selfCanList asks the apiserver whether the gateway may list and watch
@@ -353,7 +516,11 @@ func (m *Manager) started() []*Resource {
 type ResourceStatus struct {
 	Resource string `json:"resource"`
 	// Gating is true for Options.Resources, which gate readiness.
-	Gating    bool `json:"gating"`
+	Gating bool `json:"gating"`
+	// Gone is true for a resource of Options.Resources that the
+	// apiserver no longer serves (Error says so). It does not gate
+	// readiness until it is served and started again.
+	Gone      bool `json:"gone,omitempty"`
 	Synced    bool `json:"synced"`
 	Objects   int  `json:"objects"`
 	Listeners int  `json:"listeners"`
@@ -365,19 +532,27 @@ type ResourceStatus struct {
 	FailingError string        `json:"failingError,omitempty"`
 }
 
-// Status reports every started resource.
+// Status reports every started resource, and the configured ones that
+// are gone (see ResourceStatus.Gone).
 func (m *Manager) Status() []ResourceStatus {
 	var out []ResourceStatus
 	for _, r := range m.started() {
 		s := r.Status()
 		m.mu.Lock()
-		s.Gating = m.gating[r.Info.GVR]
+		_, s.Gating = m.gating[r.Info.GVR]
 		m.mu.Unlock()
 		if d, err := m.opts.health.staleResource(resourcePath(r.Info.GVR)); err != nil {
 			s.FailingFor, s.FailingError = d, err.Error()
 		}
 		out = append(out, s)
 	}
+	m.mu.Lock()
+	for gvr, a := range m.absent {
+		if m.resources[gvr] == nil {
+			out = append(out, ResourceStatus{Resource: gvr.GroupResource().String(), Gating: true, Gone: true, Error: a.err.Error()})
+		}
+	}
+	m.mu.Unlock()
 	return out
 }
 
@@ -404,7 +579,7 @@ func readiness(status []ResourceStatus, failing time.Duration, lastErr error, st
 	var missing, stale []string
 	for _, s := range status {
 		switch {
-		case !s.Gating:
+		case !s.Gating, s.Gone:
 		case !s.Synced:
 			msg := s.Resource
 			if s.Error != "" {
@@ -446,11 +621,37 @@ type Resource struct {
 	log    *zap.Logger
 	synced cache.DoneChecker
 	proc   *processor
+	// cancel stops the upstream. done is closed once the upstream's
+	// goroutines have exited (and, if the resource is gone, its
+	// listeners have been ended); the manager's shutdown waits for them
+	// too.
+	cancel context.CancelFunc
+	done   chan struct{}
 
-	// errMu guards lastErr and errChanged.
-	errMu      sync.Mutex
-	lastErr    error
-	errChanged chan struct{} // closed and replaced when lastErr is set
+	// errMu guards lastErr, gone and errChanged.
+	errMu   sync.Mutex
+	lastErr error
+	// gone is set when the apiserver no longer serves the resource (a
+	// *ResourceGoneError); it never changes after.
+	gone       error
+	errChanged chan struct{} // closed and replaced when lastErr or gone is set
+}
+
+// setGone records that the resource is gone, waking WaitForSync.
+func (r *Resource) setGone(err error) {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	r.gone = err
+	close(r.errChanged)
+	r.errChanged = make(chan struct{})
+}
+
+// goneErr returns the *ResourceGoneError once the resource is gone, else
+// nil.
+func (r *Resource) goneErr() error {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	return r.gone
 }
 
 func (r *Resource) watchError(_ context.Context, _ *cache.Reflector, err error) {
@@ -480,11 +681,15 @@ func fatal(err error) bool {
 
 // WaitForSync blocks until the cache has synced. It returns early with the
 // list error if listing fails in a way retrying will not fix soon
-// (forbidden, unauthorized, gone), and with ctx's error (and the last list
-// error, if any) when ctx ends first.
+// (forbidden, unauthorized, not found), and with ctx's error (and the last
+// list error, if any) when ctx ends first. Once the resource is gone it
+// returns its *ResourceGoneError, synced or not.
 func (r *Resource) WaitForSync(ctx context.Context) error {
 	for {
 		err, changed := r.err()
+		if gone := r.goneErr(); gone != nil {
+			return gone
+		}
 		select {
 		case <-r.synced.Done():
 			return nil
@@ -511,7 +716,8 @@ func (r *Resource) Synced() bool { return cache.IsDone(r.synced) }
 
 // AddListener attaches a listener. The cache must have synced (see
 // WaitForSync). It returns ErrExpired when opts.ResourceVersion is older
-// than the history.
+// than the history, and the *ResourceGoneError once the resource's
+// listeners have been ended.
 func (r *Resource) AddListener(opts ListenerOptions) (*Listener, error) {
 	if opts.Wake == nil && opts.OnWake == nil {
 		return nil, errors.New("informer: ListenerOptions.Wake or OnWake is required")

@@ -57,6 +57,9 @@ type processor struct {
 	lastRV uint64
 	synced bool
 	count  int // objects in store
+	// ended is set by end: the resource is gone, its listeners have been
+	// ended and no listener is added any more.
+	ended error
 	// wakes collects the listeners to signal once mu is released. Owned
 	// by process (one delta at a time).
 	wakes []*Listener
@@ -416,6 +419,9 @@ func (p *processor) addListener(opts ListenerOptions) (*Listener, error) {
 func (p *processor) attach(l *Listener, resumeRV uint64, snapshot bool) (pending bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.ended != nil {
+		return false, p.ended
+	}
 	if !p.synced {
 		return false, fmt.Errorf("%s: cache not synced yet", p.gvr)
 	}
@@ -448,6 +454,11 @@ func (p *processor) attach(l *Listener, resumeRV uint64, snapshot bool) (pending
 func (p *processor) removeListener(l *Listener) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.removeLocked(l)
+}
+
+// removeLocked detaches l. Caller must hold p.mu.
+func (p *processor) removeLocked(l *Listener) {
 	if l.removed {
 		return
 	}
@@ -460,6 +471,28 @@ func (p *processor) removeListener(l *Listener) {
 	}
 	p.resyncMu.Unlock()
 	p.metrics.listeners.Dec()
+}
+
+// end is called once the resource is gone and its upstream has stopped,
+// after the changes it had queued have been processed. Every listener is
+// detached and told: once a listener's consumer has popped what it holds
+// (and a snapshot it was due), it pops Ended, and Err returns err. Later
+// listeners are refused with err. The store is kept, read-only, for
+// snapshots still being cut.
+func (p *processor) end(err error) {
+	p.mu.Lock()
+	p.ended = err
+	ls := p.listeners.all()
+	for _, l := range ls {
+		p.removeLocked(l)
+		l.mu.Lock()
+		l.endLocked(err, p.lastRV)
+		l.mu.Unlock()
+	}
+	p.metrics.synced.Set(0)
+	p.metrics.objects.Set(0)
+	p.mu.Unlock()
+	signalAll(ls)
 }
 
 // freeze implements hub: fn runs under the read lock, which excludes

@@ -79,6 +79,8 @@ func seen(ns []Notification) []string {
 			out = append(out, fmt.Sprintf("END@%d", n.RV))
 		case Reset:
 			out = append(out, "RESET")
+		case Ended:
+			out = append(out, fmt.Sprintf("ENDED@%d", n.RV))
 		default:
 			out = append(out, fmt.Sprintf("%s %s@%d", n.Type, n.Object.Key(), n.RV))
 		}
@@ -534,5 +536,66 @@ func TestTombstoneReachesResumedListener(t *testing.T) {
 	del(t, p, obj("a", "p2", 24))
 	if got := seen(ahead.Pop(nil)); len(got) != 0 {
 		t.Errorf("listener resumed at 25 got %v for a change at 24", got)
+	}
+}
+
+// TestEndedAfterWhatListenersHold: when the resource is gone, every
+// listener is detached and pops Ended once it has popped what it held (a
+// snapshot it was due included), within its pop limit; new listeners are
+// refused with the error, and a Reset of an ended listener hands out
+// Ended again.
+func TestEndedAfterWhatListenersHold(t *testing.T) {
+	p, _ := syncedProc(t, obj("a", "p1", 10), obj("b", "p2", 11))
+	live, wake := mustListener(t, p, ListenerOptions{})
+	snap, _ := mustListener(t, p, ListenerOptions{SendInitialEvents: true})
+	keyed, _ := mustListener(t, p, ListenerOptions{Filter: Filter{Label: labels.SelectorFromSet(labels.Set{"app": "web"})}})
+	limited, _ := mustListener(t, p, ListenerOptions{})
+	del(t, p, obj("a", "p1", 12))
+	update(t, p, obj("b", "p2", 13, "app", "web"))
+	<-wake
+
+	gone := &ResourceGoneError{GVR: podsGVR}
+	p.end(gone)
+	select {
+	case <-wake:
+	default:
+		t.Fatal("an ended listener's consumer was not woken")
+	}
+	if n := p.listenerCount(); n != 0 {
+		t.Fatalf("%d listeners still attached after the end", n)
+	}
+	for _, tc := range []struct {
+		name string
+		l    *Listener
+		want []string
+	}{
+		{"live", live, []string{"DELETED a/p1@12", "MODIFIED b/p2@13", "ENDED@13"}},
+		{"snapshot", snap, []string{"ADDED b/p2@13", "END@13", "ENDED@13"}},
+		{"keyed", keyed, []string{"ADDED b/p2@13", "ENDED@13"}},
+	} {
+		if diff := cmp.Diff(tc.want, seen(tc.l.Pop(nil))); diff != "" {
+			t.Errorf("%s listener (-want +got):\n%s", tc.name, diff)
+		}
+		if got := seen(tc.l.Pop(nil)); len(got) != 0 {
+			t.Errorf("%s listener popped %v after Ended", tc.name, got)
+		}
+		if err := tc.l.Err(); err != gone {
+			t.Errorf("%s listener: Err() = %v, want the end's error", tc.name, err)
+		}
+	}
+	// Ended comes only with room for it.
+	if diff := cmp.Diff([]string{"DELETED a/p1@12", "MODIFIED b/p2@13"}, seen(limited.PopAtMost(nil, 2))); diff != "" {
+		t.Errorf("PopAtMost(2) (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"ENDED@13"}, seen(limited.PopAtMost(nil, 2))); diff != "" {
+		t.Errorf("next PopAtMost(2) (-want +got):\n%s", diff)
+	}
+
+	live.Reset()
+	if diff := cmp.Diff([]string{"ENDED@13"}, seen(live.Pop(nil))); diff != "" {
+		t.Errorf("Pop after Reset of an ended listener (-want +got):\n%s", diff)
+	}
+	if _, err := p.addListener(ListenerOptions{Wake: make(chan struct{}, 1)}); !errors.Is(err, gone) {
+		t.Fatalf("addListener after the end: err = %v, want the end's error", err)
 	}
 }

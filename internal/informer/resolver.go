@@ -44,7 +44,11 @@ type resolver struct {
 	mapper   meta.RESTMapper
 	// refresh limits discovery refreshes caused by unknown names.
 	refresh flowcontrol.RateLimiter
-	mu      sync.Mutex // serialises refreshes
+	// mu serialises refreshes and guards resets, which counts them: a
+	// caller that read it before a reset knows the cache is fetched
+	// after that read (see served).
+	mu     sync.Mutex
+	resets uint64
 }
 
 func newResolver(dc discovery.DiscoveryInterface, refreshQPS float32, clk clock.Clock) *resolver {
@@ -66,13 +70,58 @@ func (r *resolver) Resolve(ctx context.Context, name string) (*ResourceInfo, err
 	r.mu.Lock()
 	refreshed := r.refresh.TryAccept()
 	if refreshed {
-		r.deferred.Reset()
+		r.resetLocked()
 	}
 	r.mu.Unlock()
 	if !refreshed {
 		return nil, err
 	}
 	return r.resolve(name)
+}
+
+// resetLocked drops the cached discovery: the next lookup fetches it
+// again. Caller must hold r.mu.
+func (r *resolver) resetLocked() {
+	r.deferred.Reset()
+	r.resets++
+}
+
+// generation returns the number of resets so far, for served.
+func (r *resolver) generation() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.resets
+}
+
+// served reports whether discovery lists gvr, as fetched after gen was
+// read (from generation): if nobody has reset the cache since, served
+// resets it, so the answer reflects the apiserver after the caller's
+// read. Resources that go away together (an aggregated API, CRDs deleted
+// at once) so share one refresh. A lookup that fails says nothing either
+// way: the error is returned.
+func (r *resolver) served(ctx context.Context, gvr schema.GroupVersionResource, gen uint64) (bool, error) {
+	r.mu.Lock()
+	if r.resets == gen {
+		r.resetLocked()
+	}
+	r.mu.Unlock()
+	var list *metav1.APIResourceList
+	var err error
+	if dc, ok := r.disc.(discovery.CachedDiscoveryInterfaceWithContext); ok {
+		list, err = dc.ServerResourcesForGroupVersionWithContext(ctx, gvr.GroupVersion().String())
+	} else {
+		list, err = r.disc.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+	}
+	switch {
+	case errors.Is(err, memory.ErrCacheNotFound):
+		// Discovery was fetched and has no such group version. Any
+		// other error, a 404 included (a proxy in the way answering
+		// 404 for everything), says nothing about the resource.
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return slices.ContainsFunc(list.APIResources, func(api metav1.APIResource) bool { return api.Name == gvr.Resource }), nil
 }
 
 func isNoMatch(err error) bool {

@@ -2,6 +2,7 @@ package informer
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 
@@ -190,6 +191,22 @@ func (f *boundedFIFO) HasSyncedChecker() cache.DoneChecker { return f.fifo.HasSy
 func (f *boundedFIFO) Close() {
 	f.closeOnce.Do(func() { close(f.closed) })
 	f.fifo.Close()
+}
+
+// drain closes the queue and hands what it still holds to process, in
+// order. The controller's process loop stops at once when its context
+// ends; drain lets a resource that is gone deliver the changes its
+// reflector had queued (the deletions that precede the end) before its
+// listeners are ended. Call it only once the controller has stopped.
+func (f *boundedFIFO) drain(process cache.PopProcessFunc) {
+	f.Close()
+	for {
+		// A closed RealFIFO still pops what it holds, then reports
+		// ErrFIFOClosed; process errors are logged by process.
+		if _, err := f.Pop(process); errors.Is(err, cache.ErrFIFOClosed) {
+			return
+		}
+	}
 }
 
 // newController wires one resource's reflector, queue and processor with

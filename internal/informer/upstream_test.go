@@ -452,3 +452,24 @@ func TestBoundedFIFOHoldsTheReflector(t *testing.T) {
 		}
 	})
 }
+
+// TestBoundedFIFODrain: once the controller has stopped, drain hands the
+// processor what the queue still holds, in order, and returns when it is
+// empty: the changes queued before a resource went away reach its
+// listeners ahead of Ended.
+func TestBoundedFIFODrain(t *testing.T) {
+	p, _ := syncedProc(t)
+	l, _ := mustListener(t, p, ListenerOptions{})
+	q := newBoundedFIFO(10)
+	for i, typ := range []func(any) error{q.Add, q.Update, q.Delete} {
+		if err := typ(obj("a", "x", uint64(i+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q.drain(p.process)
+	p.end(&ResourceGoneError{GVR: podsGVR})
+	want := []string{"ADDED a/x@1", "MODIFIED a/x@2", "DELETED a/x@3", "ENDED@3"}
+	if diff := cmp.Diff(want, seen(l.Pop(nil))); diff != "" {
+		t.Fatalf("listener after drain and end (-want +got):\n%s", diff)
+	}
+}

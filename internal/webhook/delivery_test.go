@@ -599,6 +599,89 @@ func TestResetAndSnapshotEndEvents(t *testing.T) {
 	}
 }
 
+// TestResourceGoneSendsResetAndEmptySnapshot: when the resource is no
+// longer served, its listener ends after the deletions it held; the
+// receiver gets them, then a reset and an empty snapshot (a snapshot.end
+// right after it) for the entry's collection: none of its objects exist.
+func TestResourceGoneSendsResetAndEmptySnapshot(t *testing.T) {
+	rcv := newReceiver(t, time.Now)
+	c := hookConfig(t, "a", rcv.srv.URL)
+	c.Resources = []config.WebhookResource{{Resource: "configmaps", Namespace: "ns"}}
+	h := start(t, c)
+	src := h.source("a", 0)
+	src.change(note(informer.Added, "x", 5))
+	src.change(note(informer.Deleted, "x", 8))
+	src.end(&informer.ResourceGoneError{GVR: configmaps.GVR})
+	const collection = "/api/v1/namespaces/ns/configmaps"
+	for _, w := range []struct{ typ, subject, data string }{
+		{"added", collection + "/x", string(object("x", 5).Raw)},
+		{"deleted", collection + "/x", string(object("x", 8).Raw)},
+		{"reset", collection, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"ns","annotations":{"kubegate.io/reset":"true"}}}`},
+		{"snapshot.end", collection, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"ns","resourceVersion":"8","annotations":{"k8s.io/initial-events-end":"true"}}}`},
+	} {
+		ce := decode(t, rcv.next())
+		if ce.Type != eventTypePrefix+w.typ || ce.Subject != w.subject || string(ce.Data) != w.data {
+			t.Fatalf("got %+v with data %s\nwant type %s, subject %s, data %s", ce, ce.Data, w.typ, w.subject, w.data)
+		}
+	}
+	src.settle(t)
+	rcv.none()
+	if n := testutil.ToFloat64(h.m.m.resets.WithLabelValues("a", reasonResourceGone)); n != 1 {
+		t.Fatalf("resets{reason=resource_gone} = %v, want 1", n)
+	}
+}
+
+// TestResourceServedAgainSendsItsObjects: once a resource that went away
+// is served again, the webhook listens to it again: the receiver gets a
+// reset, every object the entry selects as added and snapshot.end, then
+// the changes. Neither reset counts as an overflow.
+func TestResourceServedAgainSendsItsObjects(t *testing.T) {
+	rcv := newReceiver(t, time.Now)
+	c := hookConfig(t, "a", rcv.srv.URL)
+	c.Resources = []config.WebhookResource{{Resource: "configmaps", Namespace: "ns"}}
+	h := start(t, c)
+	src := h.source("a", 0)
+	src.end(&informer.ResourceGoneError{GVR: configmaps.GVR})
+	for _, typ := range []string{"reset", "snapshot.end"} {
+		if ce := decode(t, rcv.next()); ce.Type != eventTypePrefix+typ {
+			t.Fatalf("got %s, want %s", ce.Type, typ)
+		}
+	}
+	src.settle(t)
+	rcv.none()
+
+	h.serve(note(informer.Added, "y", 20))
+	const collection = "/api/v1/namespaces/ns/configmaps"
+	for _, w := range []struct{ typ, subject, data string }{
+		{"reset", collection, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"ns","annotations":{"kubegate.io/reset":"true"}}}`},
+		{"added", collection + "/y", string(object("y", 20).Raw)},
+		{"snapshot.end", collection, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"ns","resourceVersion":"20","annotations":{"k8s.io/initial-events-end":"true"}}}`},
+	} {
+		ce := decode(t, rcv.next())
+		if ce.Type != eventTypePrefix+w.typ || ce.Subject != w.subject || string(ce.Data) != w.data {
+			t.Fatalf("got %+v with data %s\nwant type %s, subject %s, data %s", ce, ce.Data, w.typ, w.subject, w.data)
+		}
+	}
+	again := h.source("a", 1)
+	again.change(note(informer.Modified, "y", 21))
+	if ce := decode(t, rcv.next()); ce.Type != eventTypePrefix+"modified" || !strings.Contains(string(ce.Data), `"resourceVersion":"21"`) {
+		t.Fatalf("change after the return: %+v with data %s", ce, ce.Data)
+	}
+	again.settle(t)
+	rcv.none()
+	if !src.isStopped() {
+		t.Error("the ended source was not stopped")
+	}
+	for reason, want := range map[string]float64{reasonResourceGone: 1, reasonResourceServed: 1, reasonOverflow: 0} {
+		if n := testutil.ToFloat64(h.m.m.resets.WithLabelValues("a", reason)); n != want {
+			t.Errorf("resets{reason=%s} = %v, want %v", reason, n, want)
+		}
+	}
+	if n := testutil.ToFloat64(h.m.m.overflows.WithLabelValues("a", "reset")); n != 0 {
+		t.Errorf("overflows{resolution=reset} = %v, want 0", n)
+	}
+}
+
 // In the watch format both markers are BOOKMARKs of the resource's kind,
 // told apart by their annotation; the end carries the resourceVersion as
 // the apiserver's initial-events-end bookmark does.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -23,6 +24,7 @@ import (
 type source interface {
 	PopAtMost(buf []informer.Notification, limit int) []informer.Notification
 	Stats() informer.ListenerStats
+	Err() error
 	Reset()
 	Stop()
 }
@@ -31,7 +33,8 @@ type source interface {
 // It is the sink.Source of its listener, so that the hook renders each
 // notification with the entry it came from.
 type input struct {
-	info *informer.ResourceInfo
+	entry config.WebhookResource
+	info  *informer.ResourceInfo
 	// namespace is the entry's namespace, "" for all; collection is the
 	// path listing what the entry selects from, the subject of its
 	// markers. No two inputs of a hook share a collection or nest.
@@ -42,6 +45,30 @@ type input struct {
 	// requested counts the resets the hook asked src for since last was
 	// taken; they are not overflows.
 	requested uint64
+	// ended: src ended because the resource is no longer served;
+	// reattaching: a goroutine runs reattach for it.
+	ended, reattaching bool
+	// reattach waits until the resource is served again and returns a
+	// new listener for the entry, which starts with a reset. Set by
+	// newHook; safe to call from any goroutine.
+	reattach func(ctx context.Context) (*informer.ResourceInfo, source, error)
+}
+
+// setInfo sets the resolved resource and what follows from it.
+func (in *input) setInfo(info *informer.ResourceInfo) {
+	in.info = info
+	in.namespace = ""
+	if info.Namespaced {
+		in.namespace = in.entry.Namespace
+	}
+	in.collection = collectionPath(info.GVR, info.Namespaced, in.namespace)
+}
+
+// revival is a listener a reattach goroutine got for in.
+type revival struct {
+	in   *input
+	info *informer.ResourceInfo
+	src  source
 }
 
 func (in *input) PopAtMost(buf []informer.Notification, limit int) []informer.Notification {
@@ -60,8 +87,14 @@ func (in *input) PopAtMost(buf []informer.Notification, limit int) []informer.No
 // When an event runs out of its retry budget, the events taken are
 // dropped and every listener is reset, so the receiver is sent a reset,
 // the current state and snapshot.end instead; a reset is retried until
-// the receiver takes it, so nothing is lost to the budget. run closes
-// done when it returns.
+// the receiver takes it, so nothing is lost to the budget.
+//
+// When an input's resource is no longer served, its listener ends (the
+// receiver is sent a reset and an empty snapshot) and run starts a
+// goroutine, counted in reattaching, that waits until it is served again
+// and hands run a new listener on revived; run swaps it in before its
+// next pop. run waits for those goroutines, and closes done, when it
+// returns.
 type hook struct {
 	cfg     config.Webhook // with defaults
 	secrets [][]byte
@@ -71,6 +104,10 @@ type hook struct {
 	wake    chan struct{}
 	done    chan struct{}
 	cancel  context.CancelFunc
+	// revived has room for one revival per input, so a reattach
+	// goroutine never waits to send.
+	revived     chan revival
+	reattaching sync.WaitGroup
 
 	client *http.Client
 	clock  clock.Clock
@@ -112,6 +149,7 @@ func (h *hook) run(ctx context.Context) {
 			in.src.Stop()
 		}
 	}()
+	defer h.stopReattaching()
 	// When ctx ends, the attempt in flight and the drain after it share
 	// h.drain: the attempt is not cut off, since the receiver may already
 	// be handling it and cutting it would only make the drain send it
@@ -123,7 +161,9 @@ func (h *hook) run(ctx context.Context) {
 	var pending []event
 	for ctx.Err() == nil {
 		if len(pending) == 0 {
+			h.install()
 			pending = h.pop(pending, popChunk)
+			h.startReattaching(ctx)
 			h.updateQueue(len(pending))
 			if len(pending) == 0 {
 				select {
@@ -160,6 +200,73 @@ func (h *hook) run(ctx context.Context) {
 	// cannot send, instead of dropping it unreported with the listeners.
 	pending = h.pop(pending, 0)
 	h.drainPending(dctx, pending)
+}
+
+// startReattaching starts a reattach goroutine for each input whose
+// resource ended and has none.
+func (h *hook) startReattaching(ctx context.Context) {
+	for _, in := range h.inputs {
+		if !in.ended || in.reattaching {
+			continue
+		}
+		in.reattaching = true
+		h.reattaching.Add(1)
+		go func() {
+			defer h.reattaching.Done()
+			for {
+				info, src, err := in.reattach(ctx)
+				if err == nil {
+					h.revived <- revival{in: in, info: info, src: src}
+					select {
+					case h.wake <- struct{}{}:
+					default:
+					}
+					return
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				h.log.Warn("the resource is served again but the webhook cannot listen to it; waiting to try again",
+					zap.String("resource", in.entry.Resource), zap.Error(err))
+			}
+		}()
+	}
+}
+
+// install swaps in the listeners the reattach goroutines got. Each
+// starts with a reset: the receiver is sent a reset, the objects the
+// entry selects now and snapshot.end.
+func (h *hook) install() {
+	for {
+		select {
+		case rv := <-h.revived:
+			in := rv.in
+			in.src.Stop()
+			in.src = rv.src
+			in.setInfo(rv.info)
+			in.ended, in.reattaching = false, false
+			in.last, in.requested = informer.ListenerStats{}, 1
+			h.m.resets.WithLabelValues(h.name(), reasonResourceServed).Inc()
+			h.log.Info("the resource is served again: sending a reset and its current objects", zap.String("collection", in.collection))
+		default:
+			return
+		}
+	}
+}
+
+// stopReattaching waits for the reattach goroutines, which end with
+// run's context, and stops the listeners they got that were not
+// installed.
+func (h *hook) stopReattaching() {
+	h.reattaching.Wait()
+	for {
+		select {
+		case rv := <-h.revived:
+			rv.src.Stop()
+		default:
+			return
+		}
+	}
 }
 
 // drainPending tries each queued event once more, in order, until dctx
@@ -223,6 +330,20 @@ func (r *renderer) Encode(in *input, n *informer.Notification) error {
 		h.seq++
 		r.pending = append(r.pending, newMarker(in, kindReset, 0, h.cfg.Format, h.source, r.now, h.seq))
 	case n.Type == informer.EndOfSnapshot:
+		h.seq++
+		r.pending = append(r.pending, newMarker(in, kindSnapshotEnd, n.RV, h.cfg.Format, h.source, r.now, h.seq))
+	case n.Type == informer.Ended:
+		// The resource is no longer served, so none of the entry's
+		// objects exist: a reset and an empty snapshot say so. (A
+		// reset of an ended listener hands out Ended again.)
+		if !in.ended {
+			in.ended = true
+			h.m.resets.WithLabelValues(h.name(), reasonResourceGone).Inc()
+			h.log.Warn("the resource is no longer served: sending a reset and an empty snapshot; its events resume once it is served again",
+				zap.String("collection", in.collection), zap.Error(in.src.Err()))
+		}
+		h.seq++
+		r.pending = append(r.pending, newMarker(in, kindReset, 0, h.cfg.Format, h.source, r.now, h.seq))
 		h.seq++
 		r.pending = append(r.pending, newMarker(in, kindSnapshotEnd, n.RV, h.cfg.Format, h.source, r.now, h.seq))
 	case h.types[n.Type] && n.Object != nil:

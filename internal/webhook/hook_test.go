@@ -46,6 +46,25 @@ type fakeSource struct {
 	state          map[string]informer.Notification // by name
 	lastRV         uint64
 	resetDue       bool
+	err            error // set by end
+}
+
+// end ends the source as its resource going away ends a listener: Ended
+// after what it holds, then nothing; a Reset hands out Ended again.
+func (f *fakeSource) end(err error) {
+	f.mu.Lock()
+	f.err = err
+	f.state = nil
+	f.q = append(f.q, informer.Notification{Type: informer.Ended, RV: f.lastRV})
+	f.pushes++
+	f.mu.Unlock()
+	f.signal()
+}
+
+func (f *fakeSource) Err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
 }
 
 func (f *fakeSource) push(ns ...informer.Notification) {
@@ -62,6 +81,18 @@ func (f *fakeSource) signal() {
 	select {
 	case f.wake <- struct{}{}:
 	default:
+	}
+}
+
+// seed sets the state a source starts with, as the cache holds it when
+// its listener is added, without pushing anything.
+func (f *fakeSource) seed(ns ...informer.Notification) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.state = map[string]informer.Notification{}
+	for _, n := range ns {
+		f.state[n.Object.Name] = informer.Notification{Type: informer.Added, Object: n.Object, RV: n.RV}
+		f.lastRV = max(f.lastRV, n.RV)
 	}
 }
 
@@ -117,7 +148,11 @@ func (f *fakeSource) Reset() {
 		return
 	}
 	f.q = nil
-	f.resetDue = true
+	if f.err != nil {
+		f.q = []informer.Notification{{Type: informer.Ended, RV: f.lastRV}}
+	} else {
+		f.resetDue = true
+	}
 	f.stats.Resets++
 	f.mu.Unlock()
 	f.signal()
@@ -300,6 +335,20 @@ type harness struct {
 
 	mu      sync.Mutex
 	sources map[string][]*fakeSource // by webhook name, guarded by mu
+	// served is closed by serve: the resource a listener was ended for
+	// is served again, holding seed (guarded by mu), which new sources
+	// start with.
+	served chan struct{}
+	seed   []informer.Notification
+}
+
+// serve makes every resource served again, holding the objects of ns:
+// hooks waiting for it attach new sources, which start with them.
+func (h *harness) serve(ns ...informer.Notification) {
+	h.mu.Lock()
+	h.seed = ns
+	h.mu.Unlock()
+	close(h.served)
 }
 
 func (h *harness) source(name string, i int) *fakeSource {
@@ -323,7 +372,8 @@ func (h *harness) source(name string, i int) *fakeSource {
 // start runs a Manager with fake listeners, a fake clock and jitter that
 // always waits the full backoff.
 func start(t *testing.T, hooks ...config.Webhook) *harness {
-	h := &harness{t: t, clock: clocktesting.NewFakeClock(time.Now()), reg: prometheus.NewRegistry(), sources: map[string][]*fakeSource{}}
+	h := &harness{t: t, clock: clocktesting.NewFakeClock(time.Now()), reg: prometheus.NewRegistry(), sources: map[string][]*fakeSource{},
+		served: make(chan struct{})}
 	m, err := New(Options{
 		Webhooks:   hooks,
 		Logger:     zaptest.NewLogger(t),
@@ -338,8 +388,17 @@ func start(t *testing.T, hooks ...config.Webhook) *harness {
 			s := &fakeSource{wake: opts.Wake}
 			h.mu.Lock()
 			defer h.mu.Unlock()
+			s.seed(h.seed...)
 			h.sources[hook] = append(h.sources[hook], s)
 			return configmaps, s, nil
+		},
+		await: func(ctx context.Context, _ string) error {
+			select {
+			case <-h.served:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		},
 	})
 	if err != nil {

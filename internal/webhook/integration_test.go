@@ -31,8 +31,19 @@ import (
 // (and waits for their goroutines). A nil clk means the real clock.
 func startReal(t *testing.T, clk clock.Clock, hooks ...config.Webhook) (m *Manager, stop func()) {
 	t.Helper()
+	return startRealWith(t, clk, nil, hooks...)
+}
+
+// startRealWith is startReal with the informer manager's options changed
+// by mod.
+func startRealWith(t *testing.T, clk clock.Clock, mod func(*informer.Options), hooks ...config.Webhook) (m *Manager, stop func()) {
+	t.Helper()
 	env := testenv.Get(t)
-	inf, err := informer.New(informer.Options{Config: env.Config, Logger: zaptest.NewLogger(t).Named("informer")})
+	opts := informer.Options{Config: env.Config, Logger: zaptest.NewLogger(t).Named("informer")}
+	if mod != nil {
+		mod(&opts)
+	}
+	inf, err := informer.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

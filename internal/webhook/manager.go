@@ -22,6 +22,9 @@ import (
 type Resources interface {
 	Resolve(ctx context.Context, name string) (*informer.ResourceInfo, error)
 	ResourceFor(ctx context.Context, info *informer.ResourceInfo) (*informer.Resource, error)
+	// WaitForResource blocks until name is served, to attach a webhook's
+	// listener again after its resource went away.
+	WaitForResource(ctx context.Context, name string) (*informer.ResourceInfo, error)
 }
 
 // Options configures a Manager.
@@ -49,6 +52,9 @@ type Options struct {
 	// Test hooks.
 	jitter func(time.Duration) time.Duration
 	listen func(ctx context.Context, hook string, r config.WebhookResource, opts informer.ListenerOptions) (*informer.ResourceInfo, source, error)
+	// await blocks until the named resource is served. Default
+	// Resources.WaitForResource.
+	await func(ctx context.Context, name string) error
 }
 
 func (o Options) withDefaults() Options {
@@ -237,25 +243,44 @@ func (m *Manager) newHook(ctx context.Context, c config.Webhook, secrets [][]byt
 	if listen == nil {
 		listen = m.listen
 	}
+	await := o.await
+	if await == nil {
+		await = func(ctx context.Context, name string) error {
+			_, err := o.Resources.WaitForResource(ctx, name)
+			return err
+		}
+	}
+	lopts := informer.ListenerOptions{
+		ResyncPeriod: time.Duration(c.ResyncPeriod),
+		Overflow:     informer.OverflowCollapse,
+		MaxEvents:    c.MaxEvents,
+		MaxBytes:     o.MaxBytes,
+		Wake:         h.wake,
+	}
 	for j, r := range c.Resources {
-		info, src, err := listen(ctx, c.Name, r, informer.ListenerOptions{
-			ResyncPeriod: time.Duration(c.ResyncPeriod),
-			Overflow:     informer.OverflowCollapse,
-			MaxEvents:    c.MaxEvents,
-			MaxBytes:     o.MaxBytes,
-			Wake:         h.wake,
-		})
+		info, src, err := listen(ctx, c.Name, r, lopts)
 		if err != nil {
 			for _, in := range h.inputs {
 				in.src.Stop()
 			}
 			return nil, fmt.Errorf("resources[%d] (%s): %w", j, r.Resource, err)
 		}
-		in := &input{info: info, src: src}
-		if info.Namespaced {
-			in.namespace = r.Namespace
+		in := &input{entry: r, src: src}
+		in.setInfo(info)
+		// Once the resource is served again after it went away: a new
+		// listener that starts with a reset, so that the receiver is
+		// sent the current objects between reset and snapshot.end.
+		in.reattach = func(ctx context.Context) (*informer.ResourceInfo, source, error) {
+			if err := await(ctx, r.Resource); err != nil {
+				return nil, nil, err
+			}
+			info, src, err := listen(ctx, c.Name, r, lopts)
+			if err != nil {
+				return nil, nil, err
+			}
+			src.Reset()
+			return info, src, nil
 		}
-		in.collection = collectionPath(info.GVR, info.Namespaced, in.namespace)
 		h.inputs = append(h.inputs, in)
 		if k := overlapping(h.inputs); k >= 0 {
 			for _, in := range h.inputs {
@@ -266,6 +291,7 @@ func (m *Manager) newHook(ctx context.Context, c config.Webhook, secrets [][]byt
 				j, r.Resource, k, c.Resources[k].Resource, h.inputs[k].collection)
 		}
 	}
+	h.revived = make(chan revival, len(h.inputs))
 	return h, nil
 }
 

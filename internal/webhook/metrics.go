@@ -28,6 +28,8 @@ const (
 const (
 	reasonOverflow         = "overflow"          // a listener's backlog could not be collapsed within its bound
 	reasonRetriesExhausted = "retries_exhausted" // an event ran out of maxAttempts or maxAge
+	reasonResourceGone     = "resource_gone"     // the resource is no longer served: the snapshot is empty
+	reasonResourceServed   = "resource_served"   // the resource is served again: a snapshot of its objects
 )
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -55,7 +57,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"webhook", "resolution"}),
 		resets: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "kubegate", Subsystem: "webhook", Name: "resets_total",
-			Help: "Resets queued for a webhook's receiver, each followed by the current state and snapshot.end, by reason: overflow or retries_exhausted.",
+			Help: "Resets queued for a webhook's receiver, each followed by the current state and snapshot.end, by reason: overflow, retries_exhausted, resource_gone or resource_served.",
 		}, []string{"webhook", "reason"}),
 		disabled: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "kubegate", Subsystem: "webhook", Name: "disabled",

@@ -146,6 +146,24 @@ type fakeListener struct {
 	wake    func()
 	mu      sync.Mutex
 	pending []informer.Notification
+	err     error // set by end
+	stopped bool
+}
+
+// end ends the listener as its resource going away does: Ended after
+// what it holds, and err from Err.
+func (l *fakeListener) end(err error) {
+	l.mu.Lock()
+	l.err = err
+	l.pending = append(l.pending, informer.Notification{Type: informer.Ended})
+	l.mu.Unlock()
+	l.wake()
+}
+
+func (l *fakeListener) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
 }
 
 func (l *fakeListener) push(ns ...informer.Notification) {
@@ -167,7 +185,11 @@ func (l *fakeListener) PopAtMost(buf []informer.Notification, limit int) []infor
 	return buf
 }
 
-func (l *fakeListener) Stop() {}
+func (l *fakeListener) Stop() {
+	l.mu.Lock()
+	l.stopped = true
+	l.mu.Unlock()
+}
 
 func (l *fakeListener) pendingLen() int {
 	l.mu.Lock()

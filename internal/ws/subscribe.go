@@ -42,10 +42,12 @@ type subscription struct {
 }
 
 // listener is what a socket uses of its subscription's
-// *informer.Listener: the writer pops it and the socket stops it. Tests
-// put a fake in its place to feed a socket without an apiserver.
+// *informer.Listener: the writer pops it (and asks why it ended) and the
+// socket stops it. Tests put a fake in its place to feed a socket
+// without an apiserver.
 type listener interface {
 	PopAtMost(buf []informer.Notification, limit int) []informer.Notification
+	Err() error
 	Stop()
 }
 

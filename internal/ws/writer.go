@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"k8s.io/utils/clock"
 
+	"kubegate/internal/apistatus"
 	"kubegate/internal/informer"
 	"kubegate/internal/sink"
 )
@@ -256,12 +257,36 @@ const popChunk = sink.Chunk
 // the batch first if the frame does not fit (the writer's sink.Encoder;
 // called during a flush only).
 func (s *socket) Encode(sub *subscription, n *informer.Notification) error {
+	if n.Type == informer.Ended {
+		return s.resourceGone(sub)
+	}
 	if err := s.makeRoom(eventLen(sub.qid, n)); err != nil {
 		return err
 	}
 	s.sc.batch.begin()
 	s.sc.batch.buf = appendEvent(s.sc.batch.buf, sub.qid, n)
 	return nil
+}
+
+// resourceGone ends sub, whose listener ended because its resource is
+// no longer served (informer.Ended, its last notification): sub is
+// removed and its error frame, marked ended, follows the events already
+// in the batch. A subscription unsubscribed or replaced meanwhile gets
+// nothing more.
+func (s *socket) resourceGone(sub *subscription) error {
+	s.mu.Lock()
+	if s.subs[sub.id] != sub {
+		s.mu.Unlock()
+		return nil
+	}
+	delete(s.subs, sub.id)
+	s.mu.Unlock()
+	st := apistatus.FromError(sub.l.Err())
+	sub.l.Stop()
+	s.srv.metrics.subscriptions.Dec()
+	s.srv.metrics.clientErrors.WithLabelValues(strconv.Itoa(int(st.Code))).Inc()
+	s.log(zapcore.InfoLevel, "subscription ended: its resource is no longer served", zap.String("id", sub.id), zap.String("message", st.Message))
+	return s.add(encodeError(sub.id, "", true, st))
 }
 
 // Full is false: the batch is written whenever it fills, and a flush

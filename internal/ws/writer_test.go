@@ -11,7 +11,10 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"kubegate/internal/apistatus"
 	"kubegate/internal/informer"
 )
 
@@ -346,6 +349,43 @@ func TestFlushTakesABacklogInChunks(t *testing.T) {
 		}
 		if fl.pendingLen() != 0 {
 			t.Fatalf("%d left in the listener", fl.pendingLen())
+		}
+	})
+}
+
+// TestEndedListenerEndsItsSubscription: a listener whose resource went
+// away hands out Ended after its last events. The writer sends those
+// events, then an error frame marked ended with the listener's Status,
+// and forgets the subscription; the socket's other subscriptions go on.
+func TestEndedListenerEndsItsSubscription(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		off := time.Duration(0)
+		ps := startPipeServer(t, func(o *Options) { o.CoalesceDelay = &off })
+		c, sock := ps.dial(t)
+		fl := sock.subscribeFake("s")
+		other := sock.subscribeFake("other")
+		gvr := schema.GroupVersionResource{Group: "test.kubegate.io", Version: "v1", Resource: "gizmos"}
+		fl.push(smallEvent(1))
+		fl.end(&informer.ResourceGoneError{GVR: gvr})
+		synctest.Wait()
+
+		st := apistatus.New(404, metav1.StatusReasonNotFound, "gizmos.test.kubegate.io is no longer served by the apiserver (test.kubegate.io/v1)")
+		st.Details = &metav1.StatusDetails{Group: "test.kubegate.io", Kind: "gizmos"}
+		expectMessages(t, c, message{at: time.Now(), data: messageOf([][]byte{frameBytes(smallEvent(1)), encodeError("s", "", true, st)})})
+		sock.mu.Lock()
+		_, active := sock.subs["s"]
+		sock.mu.Unlock()
+		if active || !fl.stopped {
+			t.Fatalf("after Ended: subscription active %v, listener stopped %v; want gone and stopped", active, fl.stopped)
+		}
+		if n := counterValue(ps.metrics.subscriptions); n != 1 {
+			t.Fatalf("kubegate_ws_subscriptions = %v, want 1", n)
+		}
+		other.push(smallEvent(2))
+		synctest.Wait()
+		want := appendEvent(nil, quoteID("other"), ptr(smallEvent(2)))
+		if got := c.received(); len(got) != 2 || !bytes.Equal(got[1].data, want) {
+			t.Fatalf("the other subscription after the end: %d messages, last %s; want %s", len(got), got[len(got)-1].data, want)
 		}
 	})
 }
