@@ -11,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -74,7 +73,7 @@ type Options struct {
 	rest      rest.Interface
 	discovery discovery.DiscoveryInterface
 	// canList checks the gateway may list and watch a resource before its
-	// informer starts. Default: SelfSubjectAccessReview.
+	// informer starts. Default: accessCheck's SelfSubjectAccessReview.
 	canList func(context.Context, schema.GroupVersionResource) error
 }
 
@@ -129,7 +128,7 @@ func (o Options) withDefaults() (Options, error) {
 			o.discovery = cs.Discovery()
 		}
 		if o.canList == nil {
-			o.canList = selfCanList(cs)
+			o.canList = newAccessCheck(cs.AuthorizationV1().SelfSubjectAccessReviews(), o.Logger, o.Config.Host).canList
 		}
 	}
 	return o, nil
@@ -309,27 +308,6 @@ func (m *Manager) startResource(ctx context.Context, r *Resource) error {
 	}()
 	r.log.Info("upstream started")
 	return nil
-}
-
-// selfCanList asks the apiserver whether the gateway may list and watch
-// a resource in all namespaces.
-func selfCanList(cs kubernetes.Interface) func(context.Context, schema.GroupVersionResource) error {
-	return func(ctx context.Context, gvr schema.GroupVersionResource) error {
-		for _, verb := range []string{"list", "watch"} {
-			rev, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-					Verb: verb, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource,
-				}},
-			}, metav1.CreateOptions{})
-			if err != nil {
-				return fmt.Errorf("check access to %s: %w", gvr.GroupResource(), err)
-			}
-			if !rev.Status.Allowed {
-				return &GatewayForbiddenError{GVR: gvr, Verb: verb, Reason: rev.Status.Reason}
-			}
-		}
-		return nil
-	}
 }
 
 func (m *Manager) started() []*Resource {
