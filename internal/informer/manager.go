@@ -459,7 +459,8 @@ func fatal(err error) bool {
 // WaitForSync blocks until the cache has synced. It returns early with the
 // list error if listing fails in a way retrying will not fix soon
 // (forbidden, unauthorized, gone), and with ctx's error (and the last list
-// error, if any) when ctx ends first.
+// error, if any) when ctx ends first. A forbidden list is a
+// *GatewayForbiddenError: it was the gateway's request, not the caller's.
 func (r *Resource) WaitForSync(ctx context.Context) error {
 	for {
 		err, changed := r.err()
@@ -467,6 +468,13 @@ func (r *Resource) WaitForSync(ctx context.Context) error {
 		case <-r.synced.Done():
 			return nil
 		default:
+		}
+		if err != nil && apierrors.IsForbidden(err) {
+			// The upstream refused the gateway's own list (an upstream
+			// kubegate, which takes no access review first): the
+			// client's request is not at fault, as with the check
+			// ResourceFor makes.
+			return &GatewayForbiddenError{GVR: r.Info.GVR, Verb: "list", Reason: err.Error()}
 		}
 		if err != nil && fatal(err) {
 			return fmt.Errorf("list %s: %w", r.Info.GVR.GroupResource(), err)
