@@ -54,7 +54,8 @@ type Options struct {
 	// processor catches up; see boundedFIFO. Default 1000.
 	QueueDeltas int
 	// DiscoveryRefreshInterval is the minimum time between discovery
-	// refreshes triggered by unknown resource names. Default 5s.
+	// refreshes, triggered by unknown resource names or by requests for
+	// the discovery the gateway serves (ServerResources). Default 5s.
 	DiscoveryRefreshInterval time.Duration
 	// StaleAfter is how long requests to the apiserver may keep failing
 	// (transport errors, or 5xx and 429 answers to the lists and watches
