@@ -189,3 +189,14 @@ func reviewClient(cfg config.Config, kc *rest.Config, api reviewAPI) (client kub
 	}
 	return cs, rc.Host, nil
 }
+
+// credentialsHint explains a 401 from an http:// upstream: client-go takes
+// no credentials from a kubeconfig for a server it reaches without TLS,
+// so a gateway reading from another kubegate served over plain HTTP
+// reaches it anonymously.
+func credentialsHint(kc *rest.Config, err error) string {
+	if !apierrors.IsUnauthorized(err) || rest.IsConfigTransportTLS(*kc) {
+		return ""
+	}
+	return fmt.Sprintf(" (client-go sends a kubeconfig's credentials only to an https server, and %s is http: serve the upstream over https)", kc.Host)
+}
