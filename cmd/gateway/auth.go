@@ -2,10 +2,14 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -25,25 +29,24 @@ type authParts struct {
 }
 
 // newAuth builds what --authn and --authz ask for. Reviews go to the
-// apiserver with the gateway's own identity (kc).
+// apiserver with the gateway's own identity: kc's, or those of
+// --authentication-kubeconfig and --authorization-kubeconfig when set (a
+// gateway reading from another kubegate, which serves no reviews). It
+// fails when the apiserver chosen for a review does not serve it.
 func newAuth(cfg config.Config, kc *rest.Config, mgr *informer.Manager, reg prometheus.Registerer, log *zap.Logger) (*authParts, error) {
 	c := cfg.Auth
 	m := auth.NewMetrics(reg)
 	p := &authParts{limiter: auth.NewRateLimiter(auth.RateLimitOptions{
 		QPS: c.UserQPS, Burst: c.UserBurst, MaxInflight: c.UserMaxInflight,
 	}, m)}
-	var client kubernetes.Interface
-	if c.Authn == "kubernetes" || c.Authz == "rbac" {
-		cs, err := kubernetes.NewForConfig(kc)
-		if err != nil {
-			return nil, fmt.Errorf("auth client: %w", err)
-		}
-		client = cs
-	}
 
 	var tokens auth.TokenAuthenticator
 	switch c.Authn {
 	case "kubernetes":
+		client, host, err := reviewClient(cfg, kc, tokenReviewAPI)
+		if err != nil {
+			return nil, err
+		}
 		tr, err := auth.NewTokenReview(auth.TokenReviewOptions{
 			Client: client, Audiences: c.Audiences,
 			SuccessTTL: ttl(c.TokenSuccessTTL), FailureTTL: ttl(c.TokenFailureTTL),
@@ -53,7 +56,7 @@ func newAuth(cfg config.Config, kc *rest.Config, mgr *informer.Manager, reg prom
 			return nil, err
 		}
 		tokens = tr
-		log.Info("authentication: bearer tokens checked with TokenReview",
+		log.Info("authentication: bearer tokens checked with TokenReview", zap.String("apiserver", host),
 			zap.Duration("successTTL", time.Duration(c.TokenSuccessTTL)), zap.Duration("failureTTL", time.Duration(c.TokenFailureTTL)))
 	case "token-file":
 		tf, err := auth.LoadTokenFile(c.TokenFile)
@@ -94,6 +97,10 @@ func newAuth(cfg config.Config, kc *rest.Config, mgr *informer.Manager, reg prom
 
 	switch c.Authz {
 	case "rbac":
+		client, host, err := reviewClient(cfg, kc, accessReviewAPI)
+		if err != nil {
+			return nil, err
+		}
 		a, err := auth.NewSubjectAccessReview(auth.SubjectAccessReviewOptions{
 			Client: client, Namespaces: namespaces.FromInformer(mgr),
 			AllowTTL: ttl(c.AllowTTL), DenyTTL: ttl(c.DenyTTL), ScanTTL: ttl(c.NamespaceScanTTL),
@@ -103,7 +110,7 @@ func newAuth(cfg config.Config, kc *rest.Config, mgr *informer.Manager, reg prom
 			return nil, err
 		}
 		p.authorizer = a
-		log.Info("authorization: RBAC via SubjectAccessReview",
+		log.Info("authorization: RBAC via SubjectAccessReview", zap.String("apiserver", host),
 			zap.Duration("allowTTL", time.Duration(c.AllowTTL)), zap.Duration("denyTTL", time.Duration(c.DenyTTL)),
 			zap.Duration("namespaceScanTTL", time.Duration(c.NamespaceScanTTL)))
 	case "always-allow":
@@ -122,4 +129,74 @@ func ttl(d config.Duration) time.Duration {
 		return -1
 	}
 	return time.Duration(d)
+}
+
+// reviewAPI is a review the gateway makes for its callers, and where it is
+// configured.
+type reviewAPI struct {
+	name       string // the review's kind, for messages
+	groupVer   string // its group version in discovery
+	resource   string
+	flag       string // the flag choosing its apiserver
+	mode       string // the mode that makes it
+	kubeconfig func(config.Auth) string
+}
+
+var (
+	tokenReviewAPI = reviewAPI{name: "TokenReview", groupVer: "authentication.k8s.io/v1", resource: "tokenreviews",
+		flag: "--authentication-kubeconfig", mode: "--authn=kubernetes",
+		kubeconfig: func(a config.Auth) string { return a.AuthenticationKubeconfig }}
+	accessReviewAPI = reviewAPI{name: "SubjectAccessReview", groupVer: "authorization.k8s.io/v1", resource: "subjectaccessreviews",
+		flag: "--authorization-kubeconfig", mode: "--authz=rbac",
+		kubeconfig: func(a config.Auth) string { return a.AuthorizationKubeconfig }}
+)
+
+// reviewClient is the client api's reviews are made with: kc's, or that
+// of the kubeconfig given for them, with the same user agent and request
+// limits. It checks, with one discovery request, that its apiserver
+// serves the review: a kubegate does not (it serves only reads), and a
+// gateway reading from one whose reviews went there would refuse every
+// caller. Like an unreachable apiserver at startup, that is an error.
+func reviewClient(cfg config.Config, kc *rest.Config, api reviewAPI) (client kubernetes.Interface, host string, err error) {
+	rc, source := kc, "the upstream the gateway reads from"
+	if path := api.kubeconfig(cfg.Auth); path != "" {
+		c := cfg
+		c.Kubeconfig = path
+		if rc, _, err = clientConfig(c); err != nil {
+			return nil, "", fmt.Errorf("%s: %w", api.flag, err)
+		}
+		source = api.flag + "'s apiserver"
+	}
+	probe := rest.CopyConfig(rc)
+	probe.Timeout = 10 * time.Second
+	dc, err := discovery.NewDiscoveryClientForConfig(probe)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s client: %w", api.name, err)
+	}
+	list, err := dc.ServerResourcesForGroupVersion(api.groupVer)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, "", fmt.Errorf("cannot check that %s (%s) serves %s for %s: %v", source, rc.Host, api.name, api.mode, err)
+	}
+	if err != nil || !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool {
+		return r.Name == api.resource && slices.Contains(r.Verbs, "create")
+	}) {
+		return nil, "", fmt.Errorf("%s checks callers with %s, which %s (%s) does not serve (is it another kubegate?): point %s at the kube-apiserver",
+			api.mode, api.name, source, rc.Host, api.flag)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s client: %w", api.name, err)
+	}
+	return cs, rc.Host, nil
+}
+
+// credentialsHint explains a 401 from an http:// upstream: client-go takes
+// no credentials from a kubeconfig for a server it reaches without TLS,
+// so a gateway reading from another kubegate served over plain HTTP
+// reaches it anonymously.
+func credentialsHint(kc *rest.Config, err error) string {
+	if !apierrors.IsUnauthorized(err) || rest.IsConfigTransportTLS(*kc) {
+		return ""
+	}
+	return fmt.Sprintf(" (client-go sends a kubeconfig's credentials only to an https server, and %s is http: serve the upstream over https)", kc.Host)
 }

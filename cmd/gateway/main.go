@@ -133,7 +133,7 @@ func run(ctx context.Context, cfg config.Config) error {
 	}
 	version, err := dc.ServerVersion()
 	if err != nil {
-		return fmt.Errorf("cannot reach the apiserver at %s (from %s): %v; check the kubeconfig or start a local cluster with `make cluster`", kc.Host, source, err)
+		return fmt.Errorf("cannot reach the apiserver at %s (from %s): %v%s; check the kubeconfig or start a local cluster with `make cluster`", kc.Host, source, err, credentialsHint(kc, err))
 	}
 	log.Info("connected to apiserver", zap.String("host", kc.Host), zap.String("version", version.GitVersion), zap.String("config", source))
 

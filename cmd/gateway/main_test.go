@@ -26,11 +26,12 @@ import (
 	"k8s.io/client-go/rest"
 
 	"kubegate/internal/config"
+	"kubegate/internal/controlplane"
 	"kubegate/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
-	code := testenv.Run(m, testenv.Options{})
+	code := testenv.Run(m, testenv.Options{Users: []controlplane.User{{Name: tierUser}}})
 	if binDir != "" {
 		_ = os.RemoveAll(binDir)
 	}

@@ -69,6 +69,17 @@ type Auth struct {
 	// or none (open to anyone who can connect, for scrapes through a
 	// trusted path). Default rbac.
 	Metrics string `json:"metrics,omitempty"`
+	// AuthenticationKubeconfig is the kubeconfig of the apiserver that
+	// reviews tokens (TokenReview, authn kubernetes), as
+	// k8s.io/apiserver's --authentication-kubeconfig. Set it when the
+	// gateway reads from another kubegate, which serves no reviews.
+	// Default: the gateway's own kubeconfig.
+	AuthenticationKubeconfig string `json:"authenticationKubeconfig,omitempty"`
+	// AuthorizationKubeconfig is the kubeconfig of the apiserver that
+	// reviews access (SubjectAccessReview, authz rbac), as
+	// k8s.io/apiserver's --authorization-kubeconfig. Default: the
+	// gateway's own kubeconfig.
+	AuthorizationKubeconfig string `json:"authorizationKubeconfig,omitempty"`
 	// InsecureAllowAnonymous allows authn none on a non-loopback listen
 	// address. Default false.
 	InsecureAllowAnonymous bool `json:"insecureAllowAnonymous,omitempty"`
@@ -310,6 +321,12 @@ func (a *Auth) validate(listen string) []error {
 	default:
 		errs = append(errs, fmt.Errorf("authn %q: want kubernetes, token-file or none", a.Authn))
 	}
+	if a.AuthenticationKubeconfig != "" && a.Authn != "kubernetes" {
+		errs = append(errs, fmt.Errorf("--authentication-kubeconfig is only used with --authn=kubernetes, not %q", a.Authn))
+	}
+	if a.AuthorizationKubeconfig != "" && a.Authz != "rbac" {
+		errs = append(errs, fmt.Errorf("--authorization-kubeconfig is only used with --authz=rbac, not %q", a.Authz))
+	}
 	switch a.Authz {
 	case "rbac", "always-allow":
 	default:
@@ -383,6 +400,8 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 	fs.StringVar(&c.Auth.TokenFile, "token-file", "", "CSV `file` of token,user,uid,\"group1,group2\" for --authn=token-file")
 	fs.StringVar(&c.Auth.Authz, "authz", c.Auth.Authz, "authorization `mode`: rbac (SubjectAccessReview) or always-allow")
 	fs.StringVar(&c.Auth.Metrics, "metrics-auth", c.Auth.Metrics, "how /metrics is protected: rbac (authenticated per --authn, authorized per --authz for get on the path /metrics) or none (open, for scrapes through a trusted path)")
+	fs.StringVar(&c.Auth.AuthenticationKubeconfig, "authentication-kubeconfig", "", "kubeconfig `file` of the apiserver that reviews tokens for --authn=kubernetes (default: --kubeconfig's; set it when --kubeconfig points at another kubegate)")
+	fs.StringVar(&c.Auth.AuthorizationKubeconfig, "authorization-kubeconfig", "", "kubeconfig `file` of the apiserver that reviews access for --authz=rbac (default: --kubeconfig's; set it when --kubeconfig points at another kubegate)")
 	fs.BoolVar(&c.Auth.InsecureAllowAnonymous, "insecure-allow-anonymous", false, "allow --authn=none on a non-loopback --listen address")
 	fs.Float64Var(&c.Auth.UserQPS, "user-qps", c.Auth.UserQPS, "sustained requests per second per user (0: no limit)")
 	fs.IntVar(&c.Auth.UserBurst, "user-burst", c.Auth.UserBurst, "request burst per user")
@@ -439,6 +458,12 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 		}
 		if set["metrics-auth"] {
 			c.Auth.Metrics = flagged.Auth.Metrics
+		}
+		if set["authentication-kubeconfig"] {
+			c.Auth.AuthenticationKubeconfig = flagged.Auth.AuthenticationKubeconfig
+		}
+		if set["authorization-kubeconfig"] {
+			c.Auth.AuthorizationKubeconfig = flagged.Auth.AuthorizationKubeconfig
 		}
 		if set["insecure-allow-anonymous"] {
 			c.Auth.InsecureAllowAnonymous = flagged.Auth.InsecureAllowAnonymous

@@ -82,6 +82,10 @@ func TestBadInput(t *testing.T) {
 		{"bad metrics auth in file", nil, "auth: {metrics: token}\n", `metrics auth "token"`},
 		{"token-file without file", []string{"--authn", "token-file"}, "", "needs --token-file"},
 		{"token file without mode", []string{"--token-file", "/tmp/t.csv"}, "", "only used with --authn=token-file"},
+		{"authentication kubeconfig without TokenReview", []string{"--authn=token-file", "--token-file", "/tmp/t.csv", "--authentication-kubeconfig", "/tmp/kc"}, "",
+			`--authentication-kubeconfig is only used with --authn=kubernetes, not "token-file"`},
+		{"authorization kubeconfig without RBAC", nil, "auth: {authz: always-allow, authorizationKubeconfig: /tmp/kc}\n",
+			`--authorization-kubeconfig is only used with --authz=rbac, not "always-allow"`},
 		{"anonymous on all interfaces", []string{"--authn", "none", "--listen", "0.0.0.0:8080"}, "", "not loopback"},
 		{"anonymous on empty host", []string{"--authn", "none", "--listen", ":8080"}, "", "not loopback"},
 		{"anonymous from file", nil, "listen: 10.0.0.1:80\nauth: {authn: none}\n", "not loopback"},
@@ -136,6 +140,21 @@ func TestAuthFlags(t *testing.T) {
 			want: func() Auth { a := Default().Auth; a.UserBurst = 9; return a }()},
 		{name: "metrics from file", file: "auth: {metrics: none}\n",
 			want: func() Auth { a := Default().Auth; a.Metrics = "none"; return a }()},
+		// A second tier: its reviews go to the apiserver, not to the
+		// kubegate it reads from.
+		{name: "review kubeconfigs", args: []string{"--authentication-kubeconfig", "/etc/apiserver/authn", "--authorization-kubeconfig", "/etc/apiserver/authz"},
+			want: func() Auth {
+				a := Default().Auth
+				a.AuthenticationKubeconfig, a.AuthorizationKubeconfig = "/etc/apiserver/authn", "/etc/apiserver/authz"
+				return a
+			}()},
+		{name: "review kubeconfigs, flag wins over file", args: []string{"--authorization-kubeconfig", "/flag/authz"},
+			file: "auth: {authenticationKubeconfig: /file/authn, authorizationKubeconfig: /file/authz}\n",
+			want: func() Auth {
+				a := Default().Auth
+				a.AuthenticationKubeconfig, a.AuthorizationKubeconfig = "/file/authn", "/flag/authz"
+				return a
+			}()},
 		{name: "limits", args: []string{"--user-qps", "0", "--user-burst", "5", "--user-max-inflight", "0"},
 			want: func() Auth { a := Default().Auth; a.UserQPS, a.UserBurst, a.UserMaxInflight = 0, 5, 0; return a }()},
 		{name: "limit flag wins over file", args: []string{"--user-qps", "7"}, file: "auth: {userQPS: 5, userBurst: 9}\n",

@@ -317,6 +317,28 @@ func TestForbiddenResourceFailsLoudly(t *testing.T) {
 	}
 }
 
+// TestForbiddenListWithoutPreCheck: behind an upstream that takes no
+// access review (another kubegate) the informer starts unchecked, and the
+// upstream's 403 to the gateway's own list is the gateway's problem, not
+// the caller's: a GatewayForbiddenError (503), as the pre-check gives.
+func TestForbiddenListWithoutPreCheck(t *testing.T) {
+	env := testenv.Get(t)
+	m := startManager(t, env.CP.UserConfig("nobody"), func(o *Options) {
+		o.canList = func(context.Context, schema.GroupVersionResource) error { return nil }
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := m.Resource(ctx, "secrets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.WaitForSync(ctx)
+	var fe *GatewayForbiddenError
+	if !errors.As(err, &fe) || fe.GVR.Resource != "secrets" || fe.Verb != "list" {
+		t.Fatalf("WaitForSync = %v, want a GatewayForbiddenError for list secrets", err)
+	}
+}
+
 func TestCacheConvergesAcrossAPIServerRestart(t *testing.T) {
 	// Its own control plane: the shared one must not be restarted.
 	ctx := context.Background()

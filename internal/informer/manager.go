@@ -11,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -62,7 +61,8 @@ type Options struct {
 	// processor catches up; see boundedFIFO. Default 1000.
 	QueueDeltas int
 	// DiscoveryRefreshInterval is the minimum time between discovery
-	// refreshes triggered by unknown resource names, and how often
+	// refreshes, triggered by unknown resource names or by requests for
+	// the discovery the gateway serves (ServerResources), and how often
 	// WaitForResource looks a name up. Default 5s.
 	DiscoveryRefreshInterval time.Duration
 	// StaleAfter is how long requests to the apiserver may keep failing
@@ -82,7 +82,7 @@ type Options struct {
 	rest      rest.Interface
 	discovery discovery.DiscoveryInterface
 	// canList checks the gateway may list and watch a resource before its
-	// informer starts. Default: SelfSubjectAccessReview.
+	// informer starts. Default: accessCheck's SelfSubjectAccessReview.
 	canList func(context.Context, schema.GroupVersionResource) error
 }
 
@@ -137,7 +137,7 @@ func (o Options) withDefaults() (Options, error) {
 			o.discovery = cs.Discovery()
 		}
 		if o.canList == nil {
-			o.canList = selfCanList(cs)
+			o.canList = newAccessCheck(cs.AuthorizationV1().SelfSubjectAccessReviews(), o.Logger, o.Config.Host).canList
 		}
 	}
 	return o, nil
@@ -474,27 +474,6 @@ func (m *Manager) WaitForResource(ctx context.Context, name string) (*ResourceIn
 	}
 }
 
-// selfCanList asks the apiserver whether the gateway may list and watch
-// a resource in all namespaces.
-func selfCanList(cs kubernetes.Interface) func(context.Context, schema.GroupVersionResource) error {
-	return func(ctx context.Context, gvr schema.GroupVersionResource) error {
-		for _, verb := range []string{"list", "watch"} {
-			rev, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-					Verb: verb, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource,
-				}},
-			}, metav1.CreateOptions{})
-			if err != nil {
-				return fmt.Errorf("check access to %s: %w", gvr.GroupResource(), err)
-			}
-			if !rev.Status.Allowed {
-				return &GatewayForbiddenError{GVR: gvr, Verb: verb, Reason: rev.Status.Reason}
-			}
-		}
-		return nil
-	}
-}
-
 func (m *Manager) started() []*Resource {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -682,8 +661,10 @@ func fatal(err error) bool {
 // WaitForSync blocks until the cache has synced. It returns early with the
 // list error if listing fails in a way retrying will not fix soon
 // (forbidden, unauthorized, not found), and with ctx's error (and the last
-// list error, if any) when ctx ends first. Once the resource is gone it
-// returns its *ResourceGoneError, synced or not.
+// list error, if any) when ctx ends first. A forbidden list is a
+// *GatewayForbiddenError: it was the gateway's request, not the caller's.
+// Once the resource is gone it returns its *ResourceGoneError, synced or
+// not.
 func (r *Resource) WaitForSync(ctx context.Context) error {
 	for {
 		err, changed := r.err()
@@ -694,6 +675,13 @@ func (r *Resource) WaitForSync(ctx context.Context) error {
 		case <-r.synced.Done():
 			return nil
 		default:
+		}
+		if err != nil && apierrors.IsForbidden(err) {
+			// The upstream refused the gateway's own list (an upstream
+			// kubegate, which takes no access review first): the
+			// client's request is not at fault, as with the check
+			// ResourceFor makes.
+			return &GatewayForbiddenError{GVR: r.Info.GVR, Verb: "list", Reason: err.Error()}
 		}
 		if err != nil && fatal(err) {
 			return fmt.Errorf("list %s: %w", r.Info.GVR.GroupResource(), err)

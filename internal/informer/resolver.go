@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -42,19 +43,30 @@ type resolver struct {
 	disc     discovery.CachedDiscoveryInterface
 	deferred *restmapper.DeferredDiscoveryRESTMapper
 	mapper   meta.RESTMapper
-	// refresh limits discovery refreshes caused by unknown names.
+	// refresh limits discovery refreshes, caused by unknown names or
+	// due for the served document.
 	refresh flowcontrol.RateLimiter
 	// mu serialises refreshes and guards resets, which counts them: a
 	// caller that read it before a reset knows the cache is fetched
 	// after that read (see served).
 	mu     sync.Mutex
 	resets uint64
+
+	// direct is discovery without the cache, for ServerResources.
+	direct discovery.DiscoveryInterface
+	// docMu guards doc and docErr, the discovery document last served
+	// and the error it came with; ServerResources holds it while it
+	// fetches, so concurrent callers wait for one fetch.
+	docMu  sync.Mutex
+	doc    []*metav1.APIResourceList
+	docErr error
 }
 
 func newResolver(dc discovery.DiscoveryInterface, refreshQPS float32, clk clock.Clock) *resolver {
 	cached := memory.NewMemCacheClient(dc)
 	deferred := restmapper.NewDeferredDiscoveryRESTMapper(cached)
 	return &resolver{
+		direct:   dc,
 		disc:     cached,
 		deferred: deferred,
 		mapper:   restmapper.NewShortcutExpander(deferred, cached, nil),
@@ -174,7 +186,38 @@ func (r *resolver) resolve(name string) (*ResourceInfo, error) {
 }
 
 // ServerResources returns the discovery document, for serving discovery.
+//
+// The document is fetched again when the refresh limit allows (at most
+// once per Options.DiscoveryRefreshInterval), so resources added since
+// (CRDs) are served, as kube-apiserver serves them: clients that resolve
+// names from this document never ask for a resource it lacks, so a
+// refresh on unknown names alone would never happen for them. Another
+// kubegate reading from this one is such a client. The fetch bypasses
+// the mapper's cache, which is reset only when the document changed: if
+// the fetch fails (the apiserver is down), the last document is served
+// and names still resolve from the cache.
 func (r *resolver) ServerResources() ([]*metav1.APIResourceList, error) {
-	_, lists, err := r.disc.ServerGroupsAndResources()
-	return lists, err
+	r.mu.Lock()
+	due := r.refresh.TryAccept()
+	r.mu.Unlock()
+
+	r.docMu.Lock()
+	defer r.docMu.Unlock()
+	if !due && r.doc != nil {
+		return r.doc, r.docErr
+	}
+	_, fresh, err := r.direct.ServerGroupsAndResources()
+	if len(fresh) == 0 {
+		if r.doc != nil {
+			return r.doc, r.docErr
+		}
+		return nil, err
+	}
+	if r.doc == nil || !apiequality.Semantic.DeepEqual(fresh, r.doc) {
+		r.mu.Lock()
+		r.resetLocked()
+		r.mu.Unlock()
+	}
+	r.doc, r.docErr = fresh, err
+	return fresh, err
 }
