@@ -56,8 +56,8 @@ if [[ $1 == install ]]; then printf '#!/bin/sh\necho "Chromium 2"\n' >"$STUBS/ch
 			name: "passwordless sudo installs",
 			uid:  "1000",
 			stubs: map[string]string{
-				"sudo": `echo "sudo $*" >>"$CALLS"; shift; "$@"`,
-				"true": `exit 0`,
+				"sudo":    `echo "sudo $*" >>"$CALLS"; shift; "$@"`,
+				"true":    `exit 0`,
 				"apt-get": `if [[ $1 == install ]]; then printf '#!/bin/sh\necho "Chromium 3"\n' >"$STUBS/chromium"; "$CHMOD" +x "$STUBS/chromium"; fi`,
 			},
 			want:  "installed Chromium 3",
