@@ -492,58 +492,11 @@ func TestDashboardToken(t *testing.T) {
 	waitFor(t, ctx, 30*time.Second, "table after login", `kubegate.connection === "connected" && `+row(ns, "secret-ish")+` !== null`)
 }
 
-const widgetCRD = `{
-  "apiVersion": "apiextensions.k8s.io/v1",
-  "kind": "CustomResourceDefinition",
-  "metadata": {"name": "widgets.web.kubegate.io"},
-  "spec": {
-    "group": "web.kubegate.io",
-    "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-    "scope": "Namespaced",
-    "versions": [{"name": "v1", "served": true, "storage": true,
-      "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
-  }
-}`
-
-// createCRD creates a CRD and waits until it is established, so discovery
-// serves it.
-func createCRD(t *testing.T, manifest string) {
-	t.Helper()
-	env := testenv.Get(t)
-	gvr := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	var crd unstructured.Unstructured
-	if err := crd.UnmarshalJSON([]byte(manifest)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := env.Dynamic.Resource(gvr).Create(t.Context(), &crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = env.Dynamic.Resource(gvr).Delete(context.Background(), crd.GetName(), metav1.DeleteOptions{})
-	})
-	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		u, err := env.Dynamic.Resource(gvr).Get(ctx, crd.GetName(), metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-		for _, c := range conds {
-			if cm, _ := c.(map[string]any); cm["type"] == "Established" && cm["status"] == "True" {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("CRD %s not established: %v", crd.GetName(), err)
-	}
-}
-
 // Custom resources appear in the resource picker and their objects in the
 // table; the status view lists the gateway's informers and its sockets.
 func TestDashboardCRDAndStatus(t *testing.T) {
 	env := testenv.Get(t)
-	createCRD(t, widgetCRD)
+	env.CreateCRD(t, testenv.NewCRD("web.kubegate.io", "widgets", "Widget"))
 	ns := env.Namespace(t)
 	gvr := schema.GroupVersionResource{Group: "web.kubegate.io", Version: "v1", Resource: "widgets"}
 	w := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "web.kubegate.io/v1", "kind": "Widget",

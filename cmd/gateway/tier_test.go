@@ -28,9 +28,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	clientfeatures "k8s.io/client-go/features"
@@ -799,30 +797,7 @@ func TestTierSeesNewCRDs(t *testing.T) {
 		t.Fatalf("/apis on B: %d %s", code, body)
 	}
 
-	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	crd := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": "sprockets." + group},
-		"spec": map[string]any{
-			"group": group, "scope": "Namespaced",
-			"names": map[string]any{"plural": "sprockets", "singular": "sprocket", "kind": "Sprocket", "listKind": "SprocketList"},
-			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
-		},
-	}}
-	if _, err := env.Dynamic.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = env.Dynamic.Resource(crdGVR).Delete(context.Background(), "sprockets."+group, metav1.DeleteOptions{})
-	})
-	sprockets := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "sprockets"}
-	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		_, err := env.Dynamic.Resource(sprockets).List(ctx, metav1.ListOptions{})
-		return err == nil, nil
-	}); err != nil {
-		t.Fatalf("the apiserver never served the CRD: %v", err)
-	}
+	env.CreateCRD(t, testenv.NewCRD(group, "sprockets", "Sprocket"))
 
 	// Discovery is refreshed at most every 5s per tier (informer
 	// Options.DiscoveryRefreshInterval); a minute is ample.

@@ -18,7 +18,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -261,12 +260,11 @@ func regexpLine(out string, words ...string) bool {
 
 var gadgetGVR = schema.GroupVersionResource{Group: "rest.kubegate.test", Version: "v1", Resource: "gadgets"}
 
-// ensureGadgetCRD creates a CRD with printer columns and waits until the
-// apiserver serves it.
+// ensureGadgetCRD creates a CRD with printer columns, unless it exists
+// already, and waits until the apiserver serves it.
 func ensureGadgetCRD(t *testing.T, env *testenv.Env) {
 	t.Helper()
-	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	crd := &unstructured.Unstructured{Object: map[string]any{
+	env.EnsureCRD(t, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
 		"metadata": map[string]any{"name": "gadgets.rest.kubegate.test"},
 		"spec": map[string]any{
@@ -282,15 +280,7 @@ func ensureGadgetCRD(t *testing.T, env *testenv.Env) {
 					"x-kubernetes-preserve-unknown-fields": true}},
 			}},
 		},
-	}}
-	_, err := env.Dynamic.Resource(crdGVR).Create(t.Context(), crd, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	eventually(t, "the gadget CRD to be served", func() bool {
-		_, err := env.Dynamic.Resource(gadgetGVR).Namespace("default").List(t.Context(), metav1.ListOptions{})
-		return err == nil
-	})
+	}})
 }
 
 // TestKubectlCustomResourcesAndWatch checks `kubectl get <crd-plural>`

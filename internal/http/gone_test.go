@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -18,44 +17,9 @@ import (
 	"kubegate/internal/testenv"
 )
 
-var (
-	crdGVR    = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	gizmosGVR = schema.GroupVersionResource{Group: "gone.kubegate.test", Version: "v1", Resource: "gizmos"}
-)
+var gizmosGVR = schema.GroupVersionResource{Group: "gone.kubegate.test", Version: "v1", Resource: "gizmos"}
 
 const gizmosCRD = "gizmos.gone.kubegate.test"
-
-// createGizmoCRD creates (or, once the deletion of an earlier one has
-// completed, creates again) a CRD of its own, and waits until the
-// apiserver serves it.
-func createGizmoCRD(t *testing.T, env *testenv.Env) {
-	t.Helper()
-	crd := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": gizmosCRD},
-		"spec": map[string]any{
-			"group": gizmosGVR.Group, "scope": "Namespaced",
-			"names": map[string]any{"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo", "listKind": "GizmoList"},
-			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object",
-					"x-kubernetes-preserve-unknown-fields": true}}}},
-		},
-	}}
-	eventually(t, "the earlier gizmo CRD to be deleted", func() bool {
-		_, err := env.Dynamic.Resource(crdGVR).Get(t.Context(), gizmosCRD, metav1.GetOptions{})
-		return apierrors.IsNotFound(err)
-	})
-	if _, err := env.Dynamic.Resource(crdGVR).Create(t.Context(), crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = env.Dynamic.Resource(crdGVR).Delete(context.Background(), gizmosCRD, metav1.DeleteOptions{})
-	})
-	eventually(t, "the gizmo CRD to be served", func() bool {
-		_, err := env.Dynamic.Resource(gizmosGVR).Namespace("default").List(t.Context(), metav1.ListOptions{})
-		return err == nil
-	})
-}
 
 func createGizmo(t *testing.T, env *testenv.Env, ns, name string) {
 	t.Helper()
@@ -100,7 +64,7 @@ func events(t *testing.T, w watch.Interface) []string {
 func TestWatchEndsWhenItsResourceGoes(t *testing.T) {
 	env := testenv.Get(t)
 	ns := env.Namespace(t)
-	createGizmoCRD(t, env)
+	env.CreateCRD(t, testenv.NewCRD(gizmosGVR.Group, gizmosGVR.Resource, "Gizmo"))
 	createGizmo(t, env, ns, "g1")
 	createGizmo(t, env, ns, "g2")
 	gw := startGateway(t, nil)
@@ -123,9 +87,7 @@ func TestWatchEndsWhenItsResourceGoes(t *testing.T) {
 		watches[name] = w
 	}
 
-	if err := env.Dynamic.Resource(crdGVR).Delete(t.Context(), gizmosCRD, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	env.DeleteCRD(t, gizmosCRD)
 	want := []string{"DELETED g1", "DELETED g2"}
 	for name, w := range watches {
 		if got := events(t, w); !slices.Equal(got, want) {
@@ -142,7 +104,7 @@ func TestWatchEndsWhenItsResourceGoes(t *testing.T) {
 		t.FailNow()
 	}
 
-	createGizmoCRD(t, env)
+	env.CreateCRD(t, testenv.NewCRD(gizmosGVR.Group, gizmosGVR.Resource, "Gizmo"))
 	createGizmo(t, env, ns, "g3")
 	// The gateway looks unknown names up in discovery at most every 5s.
 	eventually(t, "the gateway to serve the new gizmos", func() bool {

@@ -21,23 +21,7 @@ import (
 	"kubegate/internal/testenv"
 )
 
-const doodadCRD = `{
-  "apiVersion": "apiextensions.k8s.io/v1",
-  "kind": "CustomResourceDefinition",
-  "metadata": {"name": "doodads.gone.kubegate.io"},
-  "spec": {
-    "group": "gone.kubegate.io",
-    "names": {"plural": "doodads", "singular": "doodad", "kind": "Doodad"},
-    "scope": "Namespaced",
-    "versions": [{"name": "v1", "served": true, "storage": true,
-      "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
-  }
-}`
-
-var (
-	doodadsGVR = schema.GroupVersionResource{Group: "gone.kubegate.io", Version: "v1", Resource: "doodads"}
-	crdGVR     = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-)
+var doodadsGVR = schema.GroupVersionResource{Group: "gone.kubegate.io", Version: "v1", Resource: "doodads"}
 
 func createDoodad(t *testing.T, ns, name string) {
 	t.Helper()
@@ -46,33 +30,6 @@ func createDoodad(t *testing.T, ns, name string) {
 	if _, err := testenv.Get(t).Dynamic.Resource(doodadsGVR).Namespace(ns).Create(context.Background(), o, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// deleteCRD deletes a CRD; the apiserver then deletes its objects and
-// stops serving it.
-func deleteCRD(t *testing.T, name string) {
-	t.Helper()
-	if err := testenv.Get(t).Dynamic.Resource(crdGVR).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// recreateCRD creates a CRD again once the deletion of its previous
-// incarnation has completed.
-func recreateCRD(t *testing.T, manifest string) {
-	t.Helper()
-	var crd unstructured.Unstructured
-	if err := crd.UnmarshalJSON([]byte(manifest)); err != nil {
-		t.Fatal(err)
-	}
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := testenv.Get(t).Dynamic.Resource(crdGVR).Get(ctx, crd.GetName(), metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	})
-	if err != nil {
-		t.Fatalf("the deleted CRD %s never went away", crd.GetName())
-	}
-	createCRD(t, manifest)
 }
 
 // upstreamGoroutines returns the stacks of the goroutines running
@@ -105,7 +62,7 @@ func upstreamGoroutines() []string {
 func TestResourceGoneEndsListenersAndConfiguredReturns(t *testing.T) {
 	env := testenv.Get(t)
 	ns := env.Namespace(t)
-	createCRD(t, doodadCRD)
+	env.CreateCRD(t, testenv.NewCRD(doodadsGVR.Group, doodadsGVR.Resource, "Doodad"))
 	createDoodad(t, ns, "d1")
 	createDoodad(t, ns, "d2")
 	reg := prometheus.NewRegistry()
@@ -125,7 +82,7 @@ func TestResourceGoneEndsListenersAndConfiguredReturns(t *testing.T) {
 		t.Fatalf("never ready: %v", m.Ready())
 	}
 
-	deleteCRD(t, "doodads.gone.kubegate.io")
+	env.DeleteCRD(t, name)
 	got := c.until(t, "Ended", func(ns []Notification) bool {
 		return len(ns) > 0 && ns[len(ns)-1].Type == Ended
 	})
@@ -178,7 +135,7 @@ func TestResourceGoneEndsListenersAndConfiguredReturns(t *testing.T) {
 		t.Fatalf("WaitForSync on the ended resource: err = %v, want ResourceGoneError", err)
 	}
 
-	recreateCRD(t, doodadCRD)
+	env.CreateCRD(t, testenv.NewCRD(doodadsGVR.Group, doodadsGVR.Resource, "Doodad"))
 	createDoodad(t, ns, "d3")
 	var back *Resource
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {

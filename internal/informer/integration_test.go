@@ -146,7 +146,11 @@ func TestResolveLikeKubectl(t *testing.T) {
 	}
 
 	// A CRD created after start resolves by plural and short name.
-	createCRD(t, gizmoCRD)
+	gizmos := testenv.NewCRD("test.kubegate.io", "gizmos", "Gizmo")
+	if err := unstructured.SetNestedStringSlice(gizmos.Object, []string{"gz"}, "spec", "names", "shortNames"); err != nil {
+		t.Fatal(err)
+	}
+	env.CreateCRD(t, gizmos)
 	for _, name := range []string{"gizmos", "gz", "gizmos.test.kubegate.io"} {
 		info, err := m.Resolve(ctx, name)
 		if err != nil {
@@ -424,58 +428,6 @@ func TestCompactObject(t *testing.T) {
 	}
 	if o.Get("spec.nodeName") != "node-1" || o.Labels["app"] != "x" {
 		t.Fatalf("indexed fields: nodeName=%q labels=%v", o.Get("spec.nodeName"), o.Labels)
-	}
-}
-
-const gizmoCRD = `{
-  "apiVersion": "apiextensions.k8s.io/v1",
-  "kind": "CustomResourceDefinition",
-  "metadata": {"name": "gizmos.test.kubegate.io"},
-  "spec": {
-    "group": "test.kubegate.io",
-    "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo", "shortNames": ["gz"]},
-    "scope": "Namespaced",
-    "versions": [{"name": "v1", "served": true, "storage": true,
-      "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
-  }
-}`
-
-// createCRD creates a CRD with the dynamic client and waits until it is
-// established, so discovery serves it.
-func createCRD(t *testing.T, manifest string) {
-	t.Helper()
-	env := testenv.Get(t)
-	gvr := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	var crd unstructured.Unstructured
-	if err := crd.UnmarshalJSON([]byte(manifest)); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if _, err := env.Dynamic.Resource(gvr).Create(ctx, &crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = env.Dynamic.Resource(gvr).Delete(context.Background(), crd.GetName(), metav1.DeleteOptions{})
-	})
-	w, err := env.Dynamic.Resource(gvr).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + crd.GetName()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	timeout := time.After(30 * time.Second)
-	for {
-		select {
-		case ev := <-w.ResultChan():
-			conds, _, _ := unstructured.NestedSlice(ev.Object.(*unstructured.Unstructured).Object, "status", "conditions")
-			for _, c := range conds {
-				cm, _ := c.(map[string]any)
-				if cm["type"] == "Established" && cm["status"] == "True" {
-					return
-				}
-			}
-		case <-timeout:
-			t.Fatal("CRD not established in 30s")
-		}
 	}
 }
 

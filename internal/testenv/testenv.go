@@ -8,6 +8,9 @@
 // test binary, runs the tests, stops it and then checks for leaked
 // goroutines the way goleak.VerifyTestMain does. Tests reach it with Get
 // and isolate themselves in a namespace of their own with Env.Namespace.
+// Env.CreateCRD, Env.EnsureCRD and Env.DeleteCRD add and remove
+// CustomResourceDefinitions and wait until kube-apiserver serves them, or
+// no longer does.
 // Missing binaries fail the run with instructions (Env.Kubectl fails the
 // test that needs kubectl); tests are never skipped silently.
 package testenv

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -17,46 +16,9 @@ import (
 	"kubegate/internal/testenv"
 )
 
-var (
-	crdGVR       = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	sprocketsGVR = schema.GroupVersionResource{Group: "gone.kubegate.test", Version: "v1", Resource: "sprockets"}
-)
+var sprocketsGVR = schema.GroupVersionResource{Group: "gone.kubegate.test", Version: "v1", Resource: "sprockets"}
 
 const sprocketsCRD = "sprockets.gone.kubegate.test"
-
-// createSprocketCRD creates (or, once the deletion of an earlier one has
-// completed, creates again) a CRD of its own, and waits until the
-// apiserver serves it.
-func createSprocketCRD(t *testing.T) {
-	t.Helper()
-	env := testenv.Get(t)
-	crd := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": sprocketsCRD},
-		"spec": map[string]any{
-			"group": sprocketsGVR.Group, "scope": "Namespaced",
-			"names": map[string]any{"plural": "sprockets", "singular": "sprocket", "kind": "Sprocket"},
-			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object",
-					"x-kubernetes-preserve-unknown-fields": true}}}},
-		},
-	}}
-	ctx := context.Background()
-	eventually(t, "the earlier sprocket CRD to be deleted", func() bool {
-		_, err := env.Dynamic.Resource(crdGVR).Get(ctx, sprocketsCRD, metav1.GetOptions{})
-		return apierrors.IsNotFound(err)
-	})
-	if _, err := env.Dynamic.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = env.Dynamic.Resource(crdGVR).Delete(context.Background(), sprocketsCRD, metav1.DeleteOptions{})
-	})
-	eventually(t, "the sprocket CRD to be served", func() bool {
-		_, err := env.Dynamic.Resource(sprocketsGVR).Namespace("default").List(ctx, metav1.ListOptions{})
-		return err == nil
-	})
-}
 
 // createSprocket creates an object and returns it as the receiver's view
 // holds it: namespace/name → uid@resourceVersion.
@@ -81,7 +43,7 @@ func createSprocket(t *testing.T, ns, name string) (string, string) {
 func TestIntegrationResourceGoneAndBack(t *testing.T) {
 	env := testenv.Get(t)
 	ns := env.Namespace(t)
-	createSprocketCRD(t)
+	env.CreateCRD(t, testenv.NewCRD(sprocketsGVR.Group, sprocketsGVR.Resource, "Sprocket"))
 	rcv := newReceiver(t, time.Now)
 	c := hookConfig(t, "gone", rcv.srv.URL)
 	c.Resources = []config.WebhookResource{{Resource: "sprockets", Namespace: ns}}
@@ -97,9 +59,7 @@ func TestIntegrationResourceGoneAndBack(t *testing.T) {
 	}
 	rec.converge(t, rcv, want)
 
-	if err := env.Dynamic.Resource(crdGVR).Delete(context.Background(), sprocketsCRD, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	env.DeleteCRD(t, sprocketsCRD)
 	var got []string
 	for len(got) < 4 {
 		ce := decode(t, rcv.next())
@@ -113,7 +73,7 @@ func TestIntegrationResourceGoneAndBack(t *testing.T) {
 		t.Fatalf("the receiver holds %v after the CRD was deleted", rec.view())
 	}
 
-	createSprocketCRD(t)
+	env.CreateCRD(t, testenv.NewCRD(sprocketsGVR.Group, sprocketsGVR.Resource, "Sprocket"))
 	k, v := createSprocket(t, ns, "s3")
 	before := maps.Clone(rec.types)
 	rec.converge(t, rcv, map[string]string{k: v})

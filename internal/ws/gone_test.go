@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -16,45 +15,9 @@ import (
 	"kubegate/internal/testenv"
 )
 
-var (
-	crdGVR     = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	wobblesGVR = schema.GroupVersionResource{Group: "gone.kubegate.test", Version: "v1", Resource: "wobbles"}
-)
+var wobblesGVR = schema.GroupVersionResource{Group: "gone.kubegate.test", Version: "v1", Resource: "wobbles"}
 
 const wobblesCRD = "wobbles.gone.kubegate.test"
-
-// createWobbleCRD creates (or, once the deletion of an earlier one has
-// completed, creates again) a CRD of its own, and waits until the
-// apiserver serves it.
-func createWobbleCRD(t *testing.T) {
-	t.Helper()
-	env := testenv.Get(t)
-	crd := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": wobblesCRD},
-		"spec": map[string]any{
-			"group": wobblesGVR.Group, "scope": "Namespaced",
-			"names": map[string]any{"plural": "wobbles", "singular": "wobble", "kind": "Wobble"},
-			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object",
-					"x-kubernetes-preserve-unknown-fields": true}}}},
-		},
-	}}
-	eventually(t, "the earlier wobble CRD to be deleted", func() bool {
-		_, err := env.Dynamic.Resource(crdGVR).Get(context.Background(), wobblesCRD, metav1.GetOptions{})
-		return apierrors.IsNotFound(err)
-	})
-	if _, err := env.Dynamic.Resource(crdGVR).Create(context.Background(), crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = env.Dynamic.Resource(crdGVR).Delete(context.Background(), wobblesCRD, metav1.DeleteOptions{})
-	})
-	eventually(t, "the wobble CRD to be served", func() bool {
-		_, err := env.Dynamic.Resource(wobblesGVR).Namespace("default").List(context.Background(), metav1.ListOptions{})
-		return err == nil
-	})
-}
 
 func createWobble(t *testing.T, ns, name string) {
 	t.Helper()
@@ -74,7 +37,7 @@ func createWobble(t *testing.T, ns, name string) {
 func TestSubscriptionEndsWhenItsResourceGoes(t *testing.T) {
 	env := testenv.Get(t)
 	ns := env.Namespace(t)
-	createWobbleCRD(t)
+	env.CreateCRD(t, testenv.NewCRD(wobblesGVR.Group, wobblesGVR.Resource, "Wobble"))
 	createWobble(t, ns, "w1")
 	createWobble(t, ns, "w2")
 	// How often the gateway may look unknown names up in discovery.
@@ -88,9 +51,7 @@ func TestSubscriptionEndsWhenItsResourceGoes(t *testing.T) {
 	c.subscribe("cms", "configmaps", ns)
 	c.snapshot("cms")
 
-	if err := env.Dynamic.Resource(crdGVR).Delete(context.Background(), wobblesCRD, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	env.DeleteCRD(t, wobblesCRD)
 	var deleted []string
 	f := c.next()
 	for ; f.Type == "DELETED" && f.ID == "w"; f = c.next() {
@@ -125,7 +86,7 @@ func TestSubscriptionEndsWhenItsResourceGoes(t *testing.T) {
 		t.Fatalf("subscribe while the CRD is absent: %v", f)
 	}
 
-	createWobbleCRD(t)
+	env.CreateCRD(t, testenv.NewCRD(wobblesGVR.Group, wobblesGVR.Resource, "Wobble"))
 	createWobble(t, ns, "w3")
 	// The gateway looks the name up again (discovery is refreshed for
 	// an unknown name at most every DiscoveryRefreshInterval).
