@@ -47,8 +47,12 @@ run: bins build ## Control plane + demo workload + gateway; prints the URLs; Ctr
 chromium: ## Install Debian's chromium for the dashboard's browser tests, if missing
 	@hack/chromium.sh
 
+.PHONY: promtool
+promtool: ## Install Debian's prometheus package for promtool (tests of deploy/monitoring), if missing
+	@hack/promtool.sh
+
 .PHONY: test
-test: bins chromium ## Run every test with the race detector (integration tests start real control planes)
+test: bins chromium promtool ## Run every test with the race detector (integration tests start real control planes)
 	$(GO) test -race -count=1 -timeout 30m $(TESTFLAGS) ./...
 
 # Time per fuzz target in `make fuzz`.

@@ -36,6 +36,11 @@ type gatewayOptions struct {
 	RBAC bool
 	// GetCertificate, when set, serves HTTPS with it. Default: HTTP.
 	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	// Registry is served at /metrics. Default a new one.
+	Registry *prometheus.Registry
+	// Registerer receives the metrics of the informers, auth and ws.
+	// Default Registry.
+	Registerer prometheus.Registerer
 }
 
 // startGateway runs a gateway until the test ends; its goroutines have
@@ -43,10 +48,17 @@ type gatewayOptions struct {
 func startGateway(t *testing.T, cfg *rest.Config, o gatewayOptions) *gateway {
 	t.Helper()
 	log := zaptest.NewLogger(t)
-	reg := prometheus.NewRegistry()
+	reg := o.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	var rr prometheus.Registerer = reg
+	if o.Registerer != nil {
+		rr = o.Registerer
+	}
 	mgr, err := informer.New(informer.Options{
 		Config: cfg, Resources: o.Resources, HistoryEvents: o.HistoryEvents,
-		Logger: log.Named("informer"), Registerer: reg,
+		Logger: log.Named("informer"), Registerer: rr,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +72,7 @@ func startGateway(t *testing.T, cfg *rest.Config, o gatewayOptions) *gateway {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := auth.NewMetrics(reg)
+		m := auth.NewMetrics(rr)
 		tr, err := auth.NewTokenReview(auth.TokenReviewOptions{Client: cs, SuccessTTL: -1, FailureTTL: -1, Metrics: m, Logger: log})
 		if err != nil {
 			t.Fatal(err)
@@ -75,7 +87,7 @@ func startGateway(t *testing.T, cfg *rest.Config, o gatewayOptions) *gateway {
 			t.Fatal(err)
 		}
 	}
-	wsServer, err := ws.New(ws.Options{Manager: mgr, Authorizer: authz, Logger: log.Named("ws"), Registerer: reg})
+	wsServer, err := ws.New(ws.Options{Manager: mgr, Authorizer: authz, Logger: log.Named("ws"), Registerer: rr})
 	if err != nil {
 		t.Fatal(err)
 	}
