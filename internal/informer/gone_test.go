@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -82,6 +81,10 @@ func TestResourceGoneEndsListenersAndConfiguredReturns(t *testing.T) {
 		t.Fatalf("never ready: %v", m.Ready())
 	}
 
+	if n := seriesFor(t, reg, "gone.kubegate.io", "doodads"); n == 0 {
+		t.Fatal("no series of the resource while it is served")
+	}
+
 	env.DeleteCRD(t, name)
 	got := c.until(t, "Ended", func(ns []Notification) bool {
 		return len(ns) > 0 && ns[len(ns)-1].Type == Ended
@@ -118,11 +121,9 @@ func TestResourceGoneEndsListenersAndConfiguredReturns(t *testing.T) {
 	if err := m.Ready(); err != nil {
 		t.Fatalf("Ready while the CRD of a configured resource is absent: %v", err)
 	}
-	labels := prometheus.Labels{"group": "gone.kubegate.io", "resource": "doodads"}
-	for metric, vec := range map[string]*prometheus.GaugeVec{"synced": m.metrics.synced, "listener active": m.metrics.listeners} {
-		if v := testutil.ToFloat64(vec.With(labels)); v != 0 {
-			t.Errorf("%s = %v after the end, want 0", metric, v)
-		}
+	// The resource's series are gone with it.
+	if n := seriesFor(t, reg, "gone.kubegate.io", "doodads"); n != 0 {
+		t.Errorf("%d series of the resource left after the end, want none", n)
 	}
 	var unknown *UnknownResourceError
 	if _, err := m.Resolve(ctx, name); !errors.As(err, &unknown) {
@@ -161,4 +162,26 @@ func TestResourceGoneEndsListenersAndConfiguredReturns(t *testing.T) {
 	if err := m.Ready(); err != nil {
 		t.Fatalf("Ready once the CRD is back: %v", err)
 	}
+}
+
+// seriesFor counts the series g exports for a resource.
+func seriesFor(t *testing.T, g prometheus.Gatherer, group, resource string) int {
+	t.Helper()
+	families, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range families {
+		for _, s := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range s.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["group"] == group && labels["resource"] == resource {
+				n++
+			}
+		}
+	}
+	return n
 }

@@ -58,6 +58,14 @@ type resourceMetrics struct {
 	objects, lastEvent, listeners, synced prometheus.Gauge
 	events, relists, overflows, resets    prometheus.Counter
 	resyncs, resyncsDeferred              prometheus.Counter
+
+	// forget deletes the resource's series, once it is no longer served:
+	// a resource that is gone has no state to report, as an object gone
+	// from kube-state-metrics has no series (and an alert on, say,
+	// kubegate_cache_synced == 0 does not fire for it forever). Updates
+	// to the collectors above after forget are not exported; a resource
+	// served again starts new series.
+	forget func()
 }
 
 func (m *metrics) forResource(gvr schema.GroupVersionResource) *resourceMetrics {
@@ -74,5 +82,13 @@ func (m *metrics) forResource(gvr schema.GroupVersionResource) *resourceMetrics 
 		resyncs:   m.resyncs.With(l),
 
 		resyncsDeferred: m.deferred.With(l),
+
+		forget: func() {
+			for _, v := range []*prometheus.MetricVec{m.objects.MetricVec, m.events.MetricVec, m.relists.MetricVec,
+				m.lastEvent.MetricVec, m.synced.MetricVec, m.listeners.MetricVec, m.overflows.MetricVec,
+				m.resets.MetricVec, m.resyncs.MetricVec, m.deferred.MetricVec} {
+				v.Delete(l)
+			}
+		},
 	}
 }

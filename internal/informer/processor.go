@@ -489,8 +489,7 @@ func (p *processor) end(err error) {
 		l.endLocked(err, p.lastRV)
 		l.mu.Unlock()
 	}
-	p.metrics.synced.Set(0)
-	p.metrics.objects.Set(0)
+	p.metrics.forget()
 	p.mu.Unlock()
 	signalAll(ls)
 }
