@@ -45,11 +45,11 @@ run: bins build ## Control plane + demo workload + gateway; prints the URLs; Ctr
 
 .PHONY: chromium
 chromium: ## Install Debian's chromium for the dashboard's browser tests, if missing
-	@hack/chromium.sh
+	@hack/debian-tool.sh chromium chromium CHROMIUM "the dashboard's browser tests"
 
 .PHONY: promtool
 promtool: ## Install Debian's prometheus package for promtool (tests of deploy/monitoring), if missing
-	@hack/promtool.sh
+	@hack/debian-tool.sh promtool prometheus PROMTOOL "the tests of deploy/monitoring"
 
 .PHONY: test
 test: bins chromium promtool ## Run every test with the race detector (integration tests start real control planes)

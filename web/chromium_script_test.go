@@ -8,12 +8,12 @@ import (
 	"testing"
 )
 
-// TestChromiumScript runs hack/chromium.sh, which `make test` runs to
+// TestChromiumScript runs hack/debian-tool.sh as `make chromium` does, to
 // install the browser these tests need, against stub commands: it must
 // install when it can, never wait for a password, and say what to do when
 // it cannot.
 func TestChromiumScript(t *testing.T) {
-	script, err := filepath.Abs("../hack/chromium.sh")
+	script, err := filepath.Abs("../hack/debian-tool.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ if [[ $1 == install ]]; then printf '#!/bin/sh\necho "Chromium 2"\n' >"$STUBS/ch
 					t.Fatal(err)
 				}
 			}
-			cmd := exec.Command(bash, script)
+			cmd := exec.Command(bash, script, "chromium", "chromium", "CHROMIUM", "the dashboard's browser tests")
 			// Only the stubs are on PATH: nothing real is installed or run.
 			cmd.Env = append([]string{"PATH=" + stubs, "STUBS=" + stubs, "CALLS=" + calls, "CHMOD=" + chmod}, tc.env...)
 			out, err := cmd.CombinedOutput()
