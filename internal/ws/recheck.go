@@ -87,10 +87,16 @@ func (s *socket) end(sub *subscription, st *metav1.Status) {
 	delete(s.subs, sub.id)
 	s.enqueueLocked(encodeError(sub.id, "", true, st))
 	s.mu.Unlock()
+	s.countEnded(sub, st)
+	s.signal()
+}
+
+// countEnded stops the listener of sub, just removed from s.subs with st,
+// and counts its end.
+func (s *socket) countEnded(sub *subscription, st *metav1.Status) {
 	sub.l.Stop()
 	s.srv.metrics.subscriptions.Dec()
 	s.srv.metrics.clientErrors.WithLabelValues(strconv.Itoa(int(st.Code))).Inc()
-	s.signal()
 }
 
 // restart replaces sub by a subscription under a new decision: RESET, then

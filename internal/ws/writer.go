@@ -269,9 +269,9 @@ func (s *socket) Encode(sub *subscription, n *informer.Notification) error {
 }
 
 // resourceGone ends sub, whose listener ended because its resource is
-// no longer served (informer.Ended, its last notification): sub is
-// removed and its error frame, marked ended, follows the events already
-// in the batch. A subscription unsubscribed or replaced meanwhile gets
+// no longer served (informer.Ended, its last notification), as end ends
+// a revoked one, but from within the flush: its error frame, marked
+// ended, follows the events already in the batch. A subscription unsubscribed or replaced meanwhile gets
 // nothing more.
 func (s *socket) resourceGone(sub *subscription) error {
 	s.mu.Lock()
@@ -282,9 +282,7 @@ func (s *socket) resourceGone(sub *subscription) error {
 	delete(s.subs, sub.id)
 	s.mu.Unlock()
 	st := apistatus.FromError(sub.l.Err())
-	sub.l.Stop()
-	s.srv.metrics.subscriptions.Dec()
-	s.srv.metrics.clientErrors.WithLabelValues(strconv.Itoa(int(st.Code))).Inc()
+	s.countEnded(sub, st)
 	s.log(zapcore.InfoLevel, "subscription ended: its resource is no longer served", zap.String("id", sub.id), zap.String("message", st.Message))
 	return s.add(encodeError(sub.id, "", true, st))
 }
