@@ -588,15 +588,10 @@ func (l *Listener) Reset() {
 		l.mu.Unlock()
 		return
 	}
+	l.resetLocked()
 	if l.err != nil {
-		l.stats.Resets++
-		l.metrics.resets.Inc()
-		l.ring = newRing()
-		l.read, l.bytes = 0, 0
-		l.needSnapshot, l.needReset, l.view = false, false, nil
-		l.endSent = false
-	} else {
-		l.resetLocked()
+		// Ended: no snapshot of a resource that is gone, only the end.
+		l.needSnapshot, l.needReset, l.endSent = false, false, false
 	}
 	l.mu.Unlock()
 	l.signal()
