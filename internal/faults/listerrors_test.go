@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"kubegate/internal/informer"
@@ -113,16 +115,22 @@ func roundAll(ds []time.Duration) string {
 // least doubles each time from 800ms (the reflector's backoff), sending at
 // most two requests per cycle; Ready names the failure after StaleAfter;
 // changes made meanwhile, deletes included, reach the subscriber once the
-// errors stop.
+// errors stop. The metrics count the 500s and show the cache stale until
+// then.
 func TestListServerErrorsBackOff(t *testing.T) {
 	cs := client(t)
 	ns := namespace(t, cs)
 	create(t, cs, ns, "keep", "change", "drop")
 	p := newFaultProxy(t, "/api/v1/configmaps")
-	m := startManager(t, p.config(), "configmaps")
+	reg := prometheus.NewPedanticRegistry()
+	m := startManagerWith(t, informer.Options{Config: p.config(), Logger: zaptest.NewLogger(t),
+		Resources: []string{"configmaps"}, Registerer: reg})
 	r := configMaps(t, m)
 	sub := subscribe(t, r, ns)
 	sub.converge(t, truth(t, cs, ns))
+	if v, ok := sample(t, reg, "kubegate_cache_stale_seconds", "resource", "configmaps"); !ok || v != 0 {
+		t.Fatalf("kubegate_cache_stale_seconds{resource=configmaps} = %v (present %v) while synced, want 0", v, ok)
+	}
 
 	start := time.Now()
 	p.setFault(&httpFault{code: http.StatusInternalServerError})
@@ -131,6 +139,12 @@ func TestListServerErrorsBackOff(t *testing.T) {
 	create(t, cs, ns, "new")
 	msg := unreadyWith(t, m, 30*time.Second, "stale", "HTTP 500")
 	t.Logf("unready after %s: %s", time.Since(start).Round(10*time.Millisecond), msg)
+	if v, _ := sample(t, reg, "kubegate_cache_stale_seconds", "resource", "configmaps"); v < staleAfter.Seconds() {
+		t.Errorf("kubegate_cache_stale_seconds{resource=configmaps} = %v once unready, want at least %v", v, staleAfter.Seconds())
+	}
+	if v, _ := sample(t, reg, "kubegate_upstream_errors_total", "code", "500"); v < 1 {
+		t.Errorf("kubegate_upstream_errors_total{code=500} = %v once unready, want at least 1", v)
+	}
 	// Let the informer fail two list cycles: the delays before them and
 	// before the cycle that recovers are three back-off steps.
 	waitUntil(t, 60*time.Second, "two failed list cycles", func() bool {
@@ -142,6 +156,9 @@ func TestListServerErrorsBackOff(t *testing.T) {
 	recovered := time.Since(end)
 	sub.converge(t, truth(t, cs, ns))
 	noExtraModified(t, []*subscriber{sub}, map[string]int{"change": 1})
+	if v, _ := sample(t, reg, "kubegate_cache_stale_seconds", "resource", "configmaps"); v != 0 {
+		t.Errorf("kubegate_cache_stale_seconds{resource=configmaps} = %v after recovery, want 0", v)
+	}
 
 	var after []hit
 	for _, h := range p.requests() {
@@ -379,4 +396,32 @@ func TestNotFoundFromProxyDoesNotEndResource(t *testing.T) {
 	if _, err := m.Resolve(context.Background(), "configmaps"); err != nil {
 		t.Fatalf("Resolve(configmaps) after a 404 from a proxy: %v", err)
 	}
+}
+
+// sample returns the value of the series of metric name whose label has
+// value, and whether there is one.
+func sample(t *testing.T, g prometheus.Gatherer, name, label, value string) (float64, bool) {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label && lp.GetValue() == value {
+					switch {
+					case m.Gauge != nil:
+						return m.GetGauge().GetValue(), true
+					case m.Counter != nil:
+						return m.GetCounter().GetValue(), true
+					}
+				}
+			}
+		}
+	}
+	return 0, false
 }

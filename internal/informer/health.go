@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
 )
@@ -31,6 +33,9 @@ import (
 // the next request.
 type apiHealth struct {
 	clock clock.PassiveClock
+	// errors counts failed requests by code: an HTTP status, "transport"
+	// or "stream" (a watch that broke mid-body). Nil counts nothing.
+	errors *prometheus.CounterVec
 
 	// mu guards global and byPath.
 	mu     sync.Mutex
@@ -58,9 +63,11 @@ func (h *apiHealth) wrap(rt http.RoundTripper) http.RoundTripper {
 		switch {
 		case err != nil:
 			if req.Context().Err() == nil && !errors.Is(err, context.Canceled) {
+				h.count("transport")
 				h.failed(err)
 			}
 		case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
+			h.count(strconv.Itoa(resp.StatusCode))
 			err := fmt.Errorf("%s %s: HTTP %d", req.Method, req.URL.Path, resp.StatusCode)
 			if p := collectionPath(req.URL.Path); p != "" {
 				h.resourceFailed(p, err)
@@ -107,9 +114,16 @@ type healthBody struct {
 func (b *healthBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err != nil && err != io.EOF && b.req.Context().Err() == nil && !errors.Is(err, context.Canceled) {
+		b.h.count("stream")
 		b.h.failed(fmt.Errorf("%s %s: %w", b.req.Method, b.req.URL.Path, err))
 	}
 	return n, err
+}
+
+func (h *apiHealth) count(code string) {
+	if h.errors != nil {
+		h.errors.WithLabelValues(code).Inc()
+	}
 }
 
 // failed records an apiserver-wide failure.

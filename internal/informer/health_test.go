@@ -3,19 +3,22 @@ package informer
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func TestAPIHealthStaleness(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
-	h := &apiHealth{clock: clk}
+	h := &apiHealth{clock: clk, errors: newMetrics(nil).upstreamErrors}
 	var status int
 	var fail error
 	rt := h.wrap(roundTripperFunc(func(r *http.Request) (*http.Response, error) {
@@ -88,6 +91,12 @@ func TestAPIHealthStaleness(t *testing.T) {
 	cancel()
 	do(ctx, pods)
 	expect("", 0, "")
+
+	for code, want := range map[string]float64{"transport": 2, "429": 2, "503": 1, "403": 0} {
+		if got := testutil.ToFloat64(h.errors.WithLabelValues(code)); got != want {
+			t.Errorf("kubegate_upstream_errors_total{code=%q} = %v, want %v", code, got, want)
+		}
+	}
 }
 
 func TestCollectionPath(t *testing.T) {
@@ -179,5 +188,41 @@ func TestReadinessMessages(t *testing.T) {
 				t.Errorf("readiness() = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestAPIHealthBrokenStream: a watch whose body breaks mid-stream is an
+// outage of the apiserver, counted as "stream"; one the caller closed is
+// not.
+func TestAPIHealthBrokenStream(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	h := &apiHealth{clock: clk, errors: newMetrics(nil).upstreamErrors}
+	rt := h.wrap(roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(iotest.ErrReader(errors.New("connection reset by peer")))}, nil
+	}))
+	read := func(ctx context.Context) {
+		req := httptest.NewRequestWithContext(ctx, http.MethodGet, "https://apiserver/api/v1/pods?watch=true", nil)
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if _, err := io.ReadAll(resp.Body); err == nil {
+			t.Fatal("read the broken body without an error")
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	read(ctx)
+	if got := testutil.ToFloat64(h.errors.WithLabelValues("stream")); got != 0 {
+		t.Fatalf("a stream the caller cancelled counted %v times", got)
+	}
+	read(context.Background())
+	clk.SetTime(clk.Now().Add(time.Second))
+	if d, err := h.stale(); d != time.Second || err == nil || !strings.Contains(err.Error(), "connection reset") {
+		t.Errorf("stale() = %v, %v after a broken stream", d, err)
+	}
+	if got := testutil.ToFloat64(h.errors.WithLabelValues("stream")); got != 1 {
+		t.Errorf(`kubegate_upstream_errors_total{code="stream"} = %v, want 1`, got)
 	}
 }

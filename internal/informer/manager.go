@@ -201,11 +201,13 @@ func New(opts Options) (*Manager, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Manager{
+	met := newMetrics(o.Registerer)
+	o.health.errors = met.upstreamErrors
+	m := &Manager{
 		opts:      o,
 		log:       o.Logger,
 		resolver:  newResolver(o.discovery, float32(1/o.DiscoveryRefreshInterval.Seconds()), o.clock),
-		metrics:   newMetrics(o.Registerer),
+		metrics:   met,
 		ctx:       ctx,
 		cancel:    cancel,
 		resources: map[schema.GroupVersionResource]*Resource{},
@@ -214,7 +216,11 @@ func New(opts Options) (*Manager, error) {
 		// Until Start has started them, the configured resources are
 		// not in resources: Ready must not report ready meanwhile.
 		bootPending: len(o.Resources),
-	}, nil
+	}
+	if o.Registerer != nil {
+		o.Registerer.MustRegister(staleCollector{m})
+	}
+	return m, nil
 }
 
 // Start starts the configured resources and the resync schedule, blocks

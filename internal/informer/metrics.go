@@ -20,6 +20,10 @@ type metrics struct {
 	resyncs   *prometheus.CounterVec
 	deferred  *prometheus.CounterVec
 	synced    *prometheus.GaugeVec
+
+	// upstreamErrors counts failed requests to the apiserver (see
+	// apiHealth.errors).
+	upstreamErrors *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -45,9 +49,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "resyncs_total", Help: "Resyncs delivered to listeners."}, labels),
 		deferred: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kubegate", Subsystem: "listener",
 			Name: "resyncs_deferred_total", Help: "Resyncs postponed because the client's resync budget was spent."}, labels),
+		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kubegate", Subsystem: "upstream",
+			Name: "errors_total", Help: "Failed requests to the apiserver, by code: the HTTP status of a 5xx or 429 answer, \"transport\" when no answer came, or \"stream\" when a watch broke mid-stream."},
+			[]string{"code"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.objects, m.events, m.relists, m.lastEvent, m.synced, m.listeners, m.overflows, m.resets, m.resyncs, m.deferred)
+		reg.MustRegister(m.objects, m.events, m.relists, m.lastEvent, m.synced, m.listeners, m.overflows, m.resets, m.resyncs, m.deferred,
+			m.upstreamErrors)
 	}
 	return m
 }
@@ -90,5 +98,29 @@ func (m *metrics) forResource(gvr schema.GroupVersionResource) *resourceMetrics 
 				v.Delete(l)
 			}
 		},
+	}
+}
+
+// staleDesc describes kubegate_cache_stale_seconds, which staleCollector
+// computes at scrape time from the manager's apiHealth.
+var staleDesc = prometheus.NewDesc("kubegate_cache_stale_seconds",
+	"How long the requests the resource's cache depends on have been failing: the longer of an apiserver-wide outage "+
+		"(transport errors) and the resource's own failed lists and watches (5xx or 429); 0 while they succeed. "+
+		"The cache keeps serving its last state meanwhile; /readyz fails once a configured resource's passes 30s.",
+	[]string{"group", "resource"}, nil)
+
+// staleCollector exports kubegate_cache_stale_seconds for every started
+// resource.
+type staleCollector struct{ m *Manager }
+
+func (c staleCollector) Describe(ch chan<- *prometheus.Desc) { ch <- staleDesc }
+
+func (c staleCollector) Collect(ch chan<- prometheus.Metric) {
+	h := c.m.opts.health
+	global, _ := h.stale()
+	for _, r := range c.m.started() {
+		d, _ := h.staleResource(resourcePath(r.Info.GVR))
+		ch <- prometheus.MustNewConstMetric(staleDesc, prometheus.GaugeValue, max(d, global).Seconds(),
+			r.Info.GVR.Group, r.Info.GVR.Resource)
 	}
 }
