@@ -140,6 +140,9 @@ type Window struct {
 	// scratch holds the operations of the change being applied, with the
 	// entries they concern, until end settles them.
 	scratch []scratchOp
+	// above records, for the change being applied, that its removal or
+	// insertion fell above the window.
+	above   [2]bool
 	pending []Op
 	// reset: the backlog outgrew its bound and was dropped; the next Pop
 	// re-sends the window whole.
@@ -221,7 +224,10 @@ func (w *Window) fillLocked(buf []Op) []Op {
 }
 
 // begin starts the operations of one change of the view.
-func (w *Window) begin() { w.scratch = w.scratch[:0] }
+func (w *Window) begin() {
+	w.scratch = w.scratch[:0]
+	w.above = [2]bool{}
+}
 
 // emit adds an operation of the change being applied. An insert followed
 // by a removal at the same position cancels out: that is the row pulled
@@ -255,6 +261,7 @@ func (w *Window) deleted(r, n int, e *entry) {
 	case c == 0:
 		return // above a window past the end, which stays empty
 	default:
+		w.above[0] = true
 		// Above: every row moves up one, the first leaves.
 		w.emit(Op{Type: OpRemove, Pos: 0}, nil)
 	}
@@ -285,6 +292,7 @@ func (w *Window) inserted(r, n int, e *entry) {
 	case r >= o:
 		w.emit(Op{Type: OpInsert, Pos: r - o, Row: e.r.Row}, e)
 	case after > 0:
+		w.above[1] = true
 		// Above: every row moves down one; the row before the window
 		// enters at the top.
 		top := w.v.tree.at(o)
@@ -297,6 +305,11 @@ func (w *Window) inserted(r, n int, e *entry) {
 // is queued for the consumer.
 func (w *Window) end() {
 	ops := w.scratch
+	if w.above == [2]bool{true, true} {
+		// A row moved within the rows above: the window's rows shifted
+		// up and back down.
+		ops = nil
+	}
 	if len(ops) == 2 && ops[0].op.Type == OpRemove && ops[1].op.Type == OpInsert &&
 		ops[0].e != nil && ops[0].e.r.key == ops[1].e.r.key {
 		from, to, r := ops[0].op.Pos, ops[1].op.Pos, ops[1].op.Row
