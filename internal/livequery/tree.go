@@ -144,8 +144,8 @@ func (t *tree) insert(e *entry) int {
 func (t *tree) delete(e *entry) int {
 	// Find it first, so that the sizes on the path are only decremented
 	// when it is there.
-	rank := t.rank(e)
-	if rank >= t.Len() || t.cmp(t.at(rank), e) != 0 {
+	rank, found := t.find(e)
+	if !found {
 		return -1
 	}
 	link := &t.root
@@ -166,6 +166,12 @@ func (t *tree) delete(e *entry) int {
 
 // rank returns the number of elements before e; e need not be held.
 func (t *tree) rank(e *entry) int {
+	rank, _ := t.find(e)
+	return rank
+}
+
+// find returns the number of elements before e and whether e is held.
+func (t *tree) find(e *entry) (int, bool) {
 	rank := 0
 	for n := t.root; n != nil; {
 		c := t.cmp(e, n.e)
@@ -173,13 +179,13 @@ func (t *tree) rank(e *entry) int {
 		case c < 0:
 			n = n.l
 		case c == 0:
-			return rank + size(n.l)
+			return rank + size(n.l), true
 		default:
 			rank += size(n.l) + 1
 			n = n.r
 		}
 	}
-	return rank
+	return rank, false
 }
 
 // at returns the element of rank i, 0 <= i < Len().
