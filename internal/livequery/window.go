@@ -158,7 +158,8 @@ type scratchOp struct {
 // Open returns a window on the rows that match q.Filter, in q.Sort order,
 // at q.Range. The indexes it needs are built on first use and shared with
 // the windows that sort and filter alike. Its first Pop returns its rows
-// (as inserts) and an OpCount.
+// (as inserts) and an OpCount; no wake announces them, so the caller pops
+// once after Open.
 func (t *Table) Open(q Query) (*Window, error) {
 	if err := t.validate(q.Filter, q.Range); err != nil {
 		return nil, err
