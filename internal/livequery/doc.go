@@ -1,0 +1,95 @@
+// Package livequery serves live windows on a resource: a page of its
+// objects, filtered and sorted, that a consumer keeps equal to "filter,
+// sort, slice" as the objects change, and scrolls, at a cost that grows
+// with the window and the logarithm of the object count, not with the
+// object count.
+//
+// # Model
+//
+// Data comes from one feeder per resource, the goroutine that applies
+// the informer's ordered changes: Table.Upsert, Table.Delete and
+// Table.Replace (a relist's net effect), each with the resourceVersion
+// it brings the table to. A Row is an object as the table needs it:
+// namespace, name, labels, selectable fields, creation time, typed cells
+// for the table's columns, and an opaque payload.
+//
+// Data goes to windows. Table.Open(Query) returns a Window: a sort
+// (SortSpec: a metadata key, a column or a resolvable field path,
+// ascending or descending, ties broken by namespace then name, both
+// ascending), a Filter (namespaces allowed, label and field selectors, a
+// case-insensitive substring of the name or a cell) and a Range (Limit,
+// plus an Offset or a Cursor). Its consumer holds a copy of the window's
+// rows and edits it by the operations Window.Pop and Window.Move return:
+// insert, remove, move and update at positions in the window, count (the
+// rows matching the filter, and the window's offset among them), and
+// reset (drop everything; the window follows whole). After applying what
+// Pop returned, the copy equals the window as of the version Pop
+// returned.
+//
+// Values sort typed: numbers (integers and resource.Quantity together),
+// then times, then strings (byte order), then missing values. A
+// descending sort reverses that, so missing values come first; the
+// namespace/name tiebreak stays ascending.
+//
+// An offset window is a slice [Offset, Offset+Limit): a row inserted
+// above it shifts its content down one (the last row leaves, the row
+// before it enters at the top), and one removed above shifts it up. A
+// cursor window is anchored at a sort key tuple (value, namespace, name)
+// and shows the Limit rows at or after it: changes above it change only
+// its offset, and it survives the anchor row's deletion. Scrolling an
+// offset window whose rows shift under it is the consumer's choice to
+// make; a dashboard at the top of a list wants the offset, one scrolled
+// down the cursor (Window.CursorAt gives the cursor of a row).
+//
+// Per change, a window's operations are the least that take its copy to
+// the new rows: none for a row that stays outside it, an update for one
+// that keeps its place, a move for one that moves inside it, and at most
+// a removal and an insertion otherwise, plus a count when the count or
+// offset changes. Consecutive counts are merged. Operations wait in the
+// window for its consumer; past 4×Limit+Options.MaxPending of them they
+// are dropped and the next Pop sends a reset and the window whole, so a
+// stalled consumer costs O(Limit) memory.
+//
+// # Indexes and views
+//
+// An index is one sort order of a table; a view is an index through one
+// filter, held as an order-statistic tree (a treap with subtree sizes,
+// tree.go) of the rows that match. Both are built on the first Open that
+// needs them and shared by every window that sorts and filters alike
+// (equal Filter.key); a view goes with its last window, an index with its
+// last view. A view per distinct filter is what keeps counting and
+// selecting the k-th matching row logarithmic whatever the filter's
+// selectivity: a text filter or an RBAC namespace set is maintained
+// incrementally like any other, at the price of memory and of matching
+// each change once per view.
+//
+// # Costs
+//
+// With n rows, I indexes, V views in all, m rows in a view, W windows in
+// all, L a window's limit and p the cost of evaluating one filter:
+//
+//   - a change (Upsert, Delete): O(I) sort value extractions, O(V·p)
+//     filter evaluations, O(log m) per view it touches, O(1) per window of
+//     those views plus O(log m) for each row that enters a window. It is
+//     independent of n but for the logarithms; with many windows on the
+//     view it is O(W), each window getting at most its count.
+//   - Open on an existing view: O(log m + L). On a new view: O(n·p) to
+//     filter and O(m log m) to sort; on a new index also O(n) extractions.
+//   - Move (scrolling): O(log m + k) for k rows entering the window, and
+//     one removal per row leaving it (a reset when none stays).
+//   - Pop: O(operations), or O(log m + L) after a reset.
+//   - memory: O(n) per index and O(m) per view; O(L) per window.
+//
+// # Locking
+//
+// One mutex per Table guards its rows, indexes, views and every window's
+// state; a Window has no lock or goroutine of its own. The feeder holds
+// it while it applies one change (or one Replace) and computes every
+// window's operations; consumers hold it while they Open, Pop, Move or
+// Close. The consumers of windows with something new to pop are woken
+// (Query.Wake) after it is released, so a wake may call back into the
+// table. Nothing here starts a goroutine or blocks on I/O.
+//
+// Everything handed out (Rows, and the Row in an Op) is shared and must
+// not be modified.
+package livequery

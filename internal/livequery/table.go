@@ -1,0 +1,376 @@
+package livequery
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// SortSpec names a sort order: a key and a direction. Rows with equal keys
+// are ordered by namespace, then name, ascending in both directions, so
+// the order is total and stable.
+type SortSpec struct {
+	// Key is "metadata.name", "metadata.namespace",
+	// "metadata.creationTimestamp", one of the table's Options.Columns, or
+	// a key Options.SortKey resolves (a field path).
+	Key  string
+	Desc bool
+}
+
+// Options configures a Table. The zero value is usable: rows have no
+// columns and only the metadata keys sort.
+type Options struct {
+	// Columns names the cells of every row (Row.Cells), for sorting by
+	// column. Default: none.
+	Columns []string
+	// SortKey resolves a sort key that is neither a metadata key nor a
+	// column to the function that reads it from a row, or returns the
+	// error that tells the client why it cannot sort by it. It is called
+	// when a window asks for an index not built yet. Default: no other
+	// keys.
+	SortKey func(key string) (func(*Row) Value, error)
+	// MaxLimit bounds a window's Limit. Default 1000.
+	MaxLimit int
+	// MaxPending bounds, relative to the window's limit, the operations a
+	// window holds for its consumer: past 4×limit+MaxPending, the backlog is
+	// dropped and the next Pop re-sends the window whole (OpReset), which
+	// then costs no more than the backlog would have. Default 64.
+	MaxPending int
+	// MaxTextLen bounds Filter.Text. Default 256.
+	MaxTextLen int
+}
+
+func (o Options) setDefaults() Options {
+	if o.MaxLimit <= 0 {
+		o.MaxLimit = 1000
+	}
+	if o.MaxPending <= 0 {
+		o.MaxPending = 64
+	}
+	if o.MaxTextLen <= 0 {
+		o.MaxTextLen = 256
+	}
+	return o
+}
+
+// Table holds the rows of one resource and the sorted indexes and windows
+// over them. See the package documentation for the model, its costs and
+// its locking.
+type Table struct {
+	opts    Options
+	columns map[string]int
+
+	// mu guards everything below, the indexes, their views and every
+	// window's state.
+	mu   sync.Mutex
+	rows map[string]*row
+	// indexes holds one index per sort spec some window uses.
+	indexes map[SortSpec]*index
+	// rv is the resourceVersion of the last change applied.
+	rv uint64
+	// wakes collects, while mu is held, the windows whose consumers must
+	// be woken once it is released.
+	wakes []*Window
+	// seed varies the trees' priority sequences.
+	seed uint64
+}
+
+// NewTable returns an empty table.
+func NewTable(opts Options) *Table {
+	t := &Table{
+		opts:    opts.setDefaults(),
+		columns: map[string]int{},
+		rows:    map[string]*row{},
+		indexes: map[SortSpec]*index{},
+	}
+	for i, c := range opts.Columns {
+		t.columns[c] = i
+	}
+	return t
+}
+
+// Len returns the number of rows.
+func (t *Table) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.rows)
+}
+
+// Version returns the resourceVersion of the last change applied.
+func (t *Table) Version() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.rv
+}
+
+// Upsert adds r or replaces the row of the same key, as of resourceVersion
+// rv, and updates every index and window. It is meant for the one
+// goroutine that feeds the table the resource's changes in order.
+func (t *Table) Upsert(r *Row, rv uint64) {
+	t.mu.Lock()
+	t.setVersionLocked(rv)
+	nr := newRow(r)
+	old := t.rows[nr.key]
+	if old != nil && old.RV != 0 && old.RV == r.RV {
+		t.mu.Unlock()
+		return // a repeat of what the table holds
+	}
+	t.rows[nr.key] = nr
+	t.changeLocked(old, nr)
+	t.unlockAndWake()
+}
+
+// Delete removes the row namespace/name, as of resourceVersion rv.
+// Deleting a row the table does not hold changes nothing.
+func (t *Table) Delete(namespace, name string, rv uint64) {
+	t.mu.Lock()
+	t.setVersionLocked(rv)
+	key := (&Row{Namespace: namespace, Name: name}).Key()
+	old := t.rows[key]
+	if old == nil {
+		t.mu.Unlock()
+		return
+	}
+	delete(t.rows, key)
+	t.changeLocked(old, nil)
+	t.unlockAndWake()
+}
+
+// Replace makes rows the table's whole content as of rv, as a relist
+// does: rows it no longer holds are deleted, the others upserted, so
+// windows receive the net effect.
+func (t *Table) Replace(rows []*Row, rv uint64) {
+	t.mu.Lock()
+	t.setVersionLocked(rv)
+	keep := make(map[string]*row, len(rows))
+	for _, r := range rows {
+		nr := newRow(r)
+		keep[nr.key] = nr
+	}
+	for key, old := range t.rows {
+		if keep[key] == nil {
+			delete(t.rows, key)
+			t.changeLocked(old, nil)
+		}
+	}
+	for key, nr := range keep {
+		old := t.rows[key]
+		if old != nil && old.RV != 0 && old.RV == nr.RV {
+			continue
+		}
+		t.rows[key] = nr
+		t.changeLocked(old, nr)
+	}
+	t.unlockAndWake()
+}
+
+// setVersionLocked records rv as the version of the state being built.
+// Versions only move forward. Caller must hold t.mu.
+func (t *Table) setVersionLocked(rv uint64) {
+	t.rv = max(t.rv, rv)
+}
+
+// changeLocked applies one row's change (old or nr nil for an insertion
+// or a deletion) to every index. Caller must hold t.mu.
+func (t *Table) changeLocked(old, nr *row) {
+	for _, x := range t.indexes {
+		x.change(old, nr)
+	}
+}
+
+// unlockAndWake releases t.mu, then wakes the consumers that have
+// something new to pop.
+func (t *Table) unlockAndWake() {
+	wakes := t.wakes
+	t.wakes = nil
+	t.mu.Unlock()
+	for _, w := range wakes {
+		if w.wake != nil {
+			w.wake()
+		}
+	}
+}
+
+// extractor returns the function reading key's value from a row.
+func (t *Table) extractor(key string) (func(*Row) Value, error) {
+	switch key {
+	case "metadata.name":
+		return func(r *Row) Value { return String(r.Name) }, nil
+	case "metadata.namespace":
+		return func(r *Row) Value { return String(r.Namespace) }, nil
+	case "metadata.creationTimestamp":
+		return func(r *Row) Value { return Time(r.Created) }, nil
+	}
+	if i, ok := t.columns[key]; ok {
+		return func(r *Row) Value {
+			if i < len(r.Cells) {
+				return r.Cells[i]
+			}
+			return Value{}
+		}, nil
+	}
+	if t.opts.SortKey != nil {
+		return t.opts.SortKey(key)
+	}
+	known := append([]string{"metadata.name", "metadata.namespace", "metadata.creationTimestamp"}, t.opts.Columns...)
+	return nil, fmt.Errorf("unknown sort key %q; known keys: %s", key, strings.Join(known, ", "))
+}
+
+// entry is a row's place in one index: the row and its sort value.
+type entry struct {
+	r   *row
+	val Value
+}
+
+// index is the rows of a table in one sort order, seen through the views
+// its windows filter it with. It holds each row's sort value (computed
+// once per change), and a tree per view; a view's tree holds the entries
+// of the rows that match its filter.
+type index struct {
+	t     *Table
+	spec  SortSpec
+	value func(*Row) Value
+	cmp   func(a, b *entry) int
+	// entries holds each row's entry by key.
+	entries map[string]*entry
+	// views by Filter.key.
+	views map[string]*view
+}
+
+// compareEntries orders by value (reversed for a descending sort), then
+// by namespace and name.
+func compareEntries(desc bool) func(a, b *entry) int {
+	return func(a, b *entry) int {
+		c := Compare(a.val, b.val)
+		if desc {
+			c = -c
+		}
+		if c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.r.Namespace, b.r.Namespace); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.r.Name, b.r.Name)
+	}
+}
+
+// indexLocked returns the index for spec, building it on first use in
+// O(n) (one extraction per row). Caller must hold t.mu.
+func (t *Table) indexLocked(spec SortSpec) (*index, error) {
+	if x := t.indexes[spec]; x != nil {
+		return x, nil
+	}
+	value, err := t.extractor(spec.Key)
+	if err != nil {
+		return nil, err
+	}
+	x := &index{
+		t:       t,
+		spec:    spec,
+		value:   value,
+		cmp:     compareEntries(spec.Desc),
+		entries: make(map[string]*entry, len(t.rows)),
+		views:   map[string]*view{},
+	}
+	for key, r := range t.rows {
+		x.entries[key] = &entry{r: r, val: value(r.Row)}
+	}
+	t.indexes[spec] = x
+	return x, nil
+}
+
+// viewLocked returns the view of x through f, building it on first use
+// in O(n) filtering plus O(m log m) sorting the m rows that match.
+// Caller must hold t.mu.
+func (x *index) viewLocked(f Filter) *view {
+	key := f.key()
+	if v := x.views[key]; v != nil {
+		return v
+	}
+	x.t.seed++
+	v := &view{x: x, key: key, m: newMatcher(f), tree: newTree(x.cmp, x.t.seed)}
+	var sorted []*entry
+	for _, e := range x.entries {
+		if v.m.matches(e.r) {
+			sorted = append(sorted, e)
+		}
+	}
+	slices.SortFunc(sorted, x.cmp)
+	v.tree.build(sorted)
+	x.views[key] = v
+	return v
+}
+
+// change applies one row's change to the index and its views.
+func (x *index) change(old, nr *row) {
+	var oe, ne *entry
+	if old != nil {
+		oe = x.entries[old.key]
+	}
+	if nr != nil {
+		ne = &entry{r: nr, val: x.value(nr.Row)}
+		x.entries[nr.key] = ne
+	} else {
+		delete(x.entries, old.key)
+	}
+	for _, v := range x.views {
+		var from, to *entry
+		if oe != nil && v.m.matches(old) {
+			from = oe
+		}
+		if ne != nil && v.m.matches(nr) {
+			to = ne
+		}
+		v.change(from, to)
+	}
+}
+
+// drop forgets v once its last window has closed, and the index with its
+// last view.
+func (x *index) drop(v *view) {
+	delete(x.views, v.key)
+	if len(x.views) == 0 {
+		delete(x.t.indexes, x.spec)
+	}
+}
+
+// view is an index seen through one filter: the matching rows in the
+// index's order, and the windows on them.
+type view struct {
+	x       *index
+	key     string
+	m       *matcher
+	tree    *tree
+	windows []*Window
+}
+
+// change moves the view from holding from to holding to (either nil), and
+// has every window turn that into operations for its consumer.
+func (v *view) change(from, to *entry) {
+	if from == nil && to == nil {
+		return
+	}
+	for _, w := range v.windows {
+		w.begin()
+	}
+	if from != nil {
+		n := v.tree.Len()
+		r := v.tree.delete(from)
+		for _, w := range v.windows {
+			w.deleted(r, n, from)
+		}
+	}
+	if to != nil {
+		r := v.tree.insert(to)
+		n := v.tree.Len()
+		for _, w := range v.windows {
+			w.inserted(r, n, to)
+		}
+	}
+	for _, w := range v.windows {
+		w.end()
+	}
+}
