@@ -23,7 +23,7 @@ help: ## Show this help
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: bins
-bins: ## Build etcd, kube-apiserver and kubectl from the Go module proxy (cached; first time ~10 min)
+bins: ## Build etcd, kube-apiserver, kubectl and helm from the Go module proxy (cached; first time ~12 min)
 	@hack/controlplane/build.sh >/dev/null
 
 .PHONY: build

@@ -115,10 +115,23 @@ func checks(resources []string) []rbacCheck {
 // check fail.
 func TestClusterRoleExactlyEnough(t *testing.T) {
 	env := testenv.Get(t)
-	ns := env.Namespace(t)
-	alice := env.CP.UserConfig("alice").BearerToken
-	// alice may read pods in ns, and nothing else. (No Role "view": its
-	// rules are aggregated by a controller the test apiserver lacks.)
+	ns, alice := alicePodReader(t, env)
+	for _, dir := range []string{"../deploy", "../deploy/overlays/restricted"} {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			role, resources := clusterRole(t, dir)
+			exactlyEnough(t, env, dir, role, resources, ns, alice)
+		})
+	}
+}
+
+// alicePodReader returns a namespace where alice may read pods, and
+// nothing else, and alice's bearer token.
+func alicePodReader(t *testing.T, env *testenv.Env) (ns, alice string) {
+	t.Helper()
+	ns = env.Namespace(t)
+	alice = env.CP.UserConfig("alice").BearerToken
+	// (No Role "view": its rules are aggregated by a controller the test
+	// apiserver lacks.)
 	ctx := t.Context()
 	if _, err := env.Client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: "pod-reader"},
@@ -133,15 +146,12 @@ func TestClusterRoleExactlyEnough(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, dir := range []string{"../deploy", "../deploy/overlays/restricted"} {
-		t.Run(filepath.Base(dir), func(t *testing.T) {
-			exactlyEnough(t, env, dir, ns, alice)
-		})
-	}
+	return ns, alice
 }
 
-func exactlyEnough(t *testing.T, env *testenv.Env, dir, ns, alice string) {
-	role, resources := clusterRole(t, dir)
+// exactlyEnough checks that role, shipped as source says, grants exactly
+// what a gateway watching resources needs.
+func exactlyEnough(t *testing.T, env *testenv.Env, source string, role *rbacv1.ClusterRole, resources []string, ns, alice string) {
 	all := checks(resources)
 	byName := map[string]rbacCheck{}
 	for _, c := range all {
@@ -149,7 +159,7 @@ func exactlyEnough(t *testing.T, env *testenv.Env, dir, ns, alice string) {
 	}
 
 	t.Run("shipped", func(t *testing.T) {
-		id := runAs(t, env, ns, alice, dir+" shipped", role.Rules, resources)
+		id := runAs(t, env, ns, alice, source+" shipped", role.Rules, resources)
 		for _, c := range all {
 			ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 			// The SubjectAccessReview for alice depends on her
@@ -214,7 +224,7 @@ func exactlyEnough(t *testing.T, env *testenv.Env, dir, ns, alice string) {
 			if !ok {
 				t.Fatalf("no check named %q", v.fails)
 			}
-			id := runAs(t, env, ns, alice, dir+" "+v.name, v.rules, resources)
+			id := runAs(t, env, ns, alice, source+" "+v.name, v.rules, resources)
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
 			err := c.run(ctx, id)

@@ -40,6 +40,8 @@ const (
 	EtcdBinary      = "etcd"
 	APIServerBinary = "kube-apiserver"
 	KubectlBinary   = "kubectl"
+	// HelmBinary is built beside them for the tests of deploy/helm.
+	HelmBinary = "helm"
 )
 
 // ErrMissingBinary is wrapped by the error Start returns when a binary is
