@@ -310,7 +310,9 @@ export class KubegateClient extends Emitter {
    * arrived on the socket: for replaying recorded frames and for tests.
    */
   dispatch(frame) {
-    for (const f of frame.type === "batch" ? frame.events || [] : [frame]) this.#frame(f);
+    for (const f of frame.type === "batch" ? frame.events || [] : [frame]) {
+      if (f && typeof f === "object") this.#frame(f);
+    }
   }
 
   [UNSUBSCRIBE](sub) {
@@ -416,8 +418,12 @@ export class KubegateClient extends Emitter {
   async #probeHandshake(token) {
     const headers = { ...(this.#webSocketOptions?.headers || {}) };
     if (token) headers.Authorization = "Bearer " + token;
+    // A gateway that accepts the connection but never answers must not
+    // hold the client up: after 10s it counts as unreachable.
+    const abort = new AbortController();
+    const timer = setTimeout(() => abort.abort(), 10000);
     try {
-      const res = await this.#fetch(this.#probeURL, { headers, credentials: "same-origin" });
+      const res = await this.#fetch(this.#probeURL, { headers, credentials: "same-origin", signal: abort.signal });
       let status = null;
       try {
         status = await res.json();
@@ -430,6 +436,8 @@ export class KubegateClient extends Emitter {
       return { code: res.status, status };
     } catch {
       return null;
+    } finally {
+      clearTimeout(timer);
     }
   }
 
@@ -501,6 +509,10 @@ export class KubegateClient extends Emitter {
       frame = JSON.parse(typeof data === "string" ? data : new TextDecoder().decode(data));
     } catch (error) {
       emit(this, "error", { status: null, frame: null, error });
+      return;
+    }
+    if (!frame || typeof frame !== "object") {
+      emit(this, "error", { status: null, frame: null, error: new TypeError("kubegate: a message that is not a JSON object") });
       return;
     }
     this.dispatch(frame);

@@ -250,8 +250,11 @@ test("error frames: final ones end the subscription, 429 retries it, frame error
   assert.equal(clientErrors.length, 1);
   assert.equal(clientErrors[0].status.code, 400);
   last().onmessage({ data: "not json" });
-  assert.equal(clientErrors.length, 2);
+  last().onmessage({ data: "null" });
+  last().receive({ type: "batch", events: [7, null] });
+  assert.equal(clientErrors.length, 3);
   assert.equal(clientErrors[1].status, null);
+  assert.match(clientErrors[2].error.message, /not a JSON object/);
   // Ended for good (403) versus ended for now (503).
   last().receive(ack(busy.id), { type: "END_OF_SNAPSHOT", id: busy.id, rv: "4" });
   last().receive({ type: "error", id: busy.id, ended: true, status: status(503, "ServiceUnavailable") });
@@ -303,6 +306,21 @@ test("a 401 error frame reconnects; a handshake answered 401 stops until the tok
   last().drop(1001);
   t.mock.timers.tick(100);
   last().drop();
+  await settle();
+  assert.equal(client.state, "reconnecting");
+});
+
+test("a probe that gets no answer gives up after 10s and the client retries", async (t) => {
+  // fetch that answers only by failing when its signal aborts.
+  const fetch = (url, init) => new Promise((resolve, reject) => init.signal.addEventListener("abort", () => reject(init.signal.reason)));
+  const { client, last } = setup(t, { probe: true, fetch, backoff: { initialMs: 100 } });
+  client.connect();
+  last().drop();
+  await settle();
+  t.mock.timers.tick(9999);
+  await settle();
+  assert.equal(client.state, "connecting");
+  t.mock.timers.tick(1);
   await settle();
   assert.equal(client.state, "reconnecting");
 });
