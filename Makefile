@@ -51,8 +51,13 @@ chromium: ## Install Debian's chromium for the dashboard's browser tests, if mis
 promtool: ## Install Debian's prometheus package for promtool (tests of deploy/monitoring), if missing
 	@hack/debian-tool.sh promtool prometheus PROMTOOL "the tests of deploy/monitoring"
 
+.PHONY: node
+node: ## Install Debian's nodejs and node-ws for the JavaScript client's tests (clients/js), if missing
+	@hack/debian-tool.sh node nodejs NODE "the JavaScript client's tests"
+	@hack/debian-tool.sh /usr/share/nodejs/ws/package.json node-ws NODE_WS "the JavaScript client's tests"
+
 .PHONY: test
-test: bins chromium promtool ## Run every test with the race detector (integration tests start real control planes)
+test: bins chromium promtool node ## Run every test with the race detector (integration tests start real control planes)
 	$(GO) test -race -count=1 -timeout 30m $(TESTFLAGS) ./...
 
 # Time per fuzz target in `make fuzz`.

@@ -4,8 +4,11 @@
 # Installs Debian's PACKAGE when COMMAND is missing, so that `make test`
 # needs nothing preinstalled beyond Go, gcc, git and apt: chromium for the
 # dashboard's browser tests, promtool (package prometheus) for the tests of
-# deploy/monitoring. $VAR, when set, names another binary and skips the
-# install.
+# deploy/monitoring, node and its ws module (packages nodejs and node-ws)
+# for the JavaScript client's tests. A COMMAND with a slash is a file
+# (such as a module's package.json) that must exist rather than a command
+# on PATH. $VAR, when set, names another binary (or directory) and skips
+# the install.
 #
 # It installs as root, or through sudo when sudo works without a password
 # (sudo -n); it never waits at a password prompt. When it cannot install,
@@ -17,13 +20,25 @@ if [[ $# -ne 4 ]]; then
 	exit 2
 fi
 cmd="$1" pkg="$2" var="$3" purpose="$4"
-if [[ -n "${!var:-}" ]] || command -v "$cmd" >/dev/null 2>&1; then
+present() {
+	if [[ $cmd == */* ]]; then
+		[[ -e $cmd ]]
+	else
+		command -v "$cmd" >/dev/null 2>&1
+	fi
+}
+if [[ -n "${!var:-}" ]] || present; then
 	exit 0
 fi
 log() { printf '%s: %s\n' "$cmd" "$*" >&2; }
+other="/path/to/$cmd"
+if [[ $cmd == */* ]]; then
+	dir="${cmd%/*}"
+	other="/path/to/another/${dir##*/}"
+fi
 cannot() {
 	log "cannot install it: $*"
-	log "install it yourself (sudo apt-get install -y --no-install-recommends $pkg), or set $var=/path/to/$cmd, then run make test again"
+	log "install it yourself (sudo apt-get install -y --no-install-recommends $pkg), or set $var=$other, then run make test again"
 	exit 1
 }
 if ! command -v apt-get >/dev/null 2>&1; then
@@ -44,6 +59,11 @@ export DEBIAN_FRONTEND=noninteractive
 if ! "${sudo[@]}" apt-get update -qq || ! "${sudo[@]}" apt-get install -y -qq --no-install-recommends "$pkg" >/dev/null; then
 	cannot "apt-get failed (see above)"
 fi
-command -v "$cmd" >/dev/null || cannot "apt-get installed $pkg, but $cmd is not on PATH"
+if [[ $cmd == */* ]]; then
+	present || cannot "apt-get installed $pkg, but $cmd does not exist"
+	log "installed $pkg"
+	exit 0
+fi
+present || cannot "apt-get installed $pkg, but $cmd is not on PATH"
 version="$("$cmd" --version 2>&1 || true)"
 log "installed ${version%%$'\n'*}"

@@ -9,9 +9,9 @@ import (
 )
 
 // TestChromiumScript runs hack/debian-tool.sh as `make chromium` does, to
-// install the browser these tests need, against stub commands: it must
-// install when it can, never wait for a password, and say what to do when
-// it cannot.
+// install the browser these tests need (and as `make node` does for a
+// module file), against stub commands: it must install when it can, never
+// wait for a password, and say what to do when it cannot.
 func TestChromiumScript(t *testing.T) {
 	script, err := filepath.Abs("../hack/debian-tool.sh")
 	if err != nil {
@@ -31,8 +31,10 @@ func TestChromiumScript(t *testing.T) {
 		stubs   map[string]string // command → script body
 		env     []string
 		wantErr bool
-		want    string // in the output
-		calls   string // the stubs' calls, in order
+		want    string   // in the output
+		calls   string   // the stubs' calls, in order
+		args    []string // the script's arguments, "{dir}" for the test's directory; default chromium's
+		files   []string // files to create first, "{dir}" as in args
 	}{
 		{
 			name:  "already installed",
@@ -92,9 +94,50 @@ if [[ $1 == install ]]; then printf '#!/bin/sh\necho "Chromium 2"\n' >"$STUBS/ch
 			want:    "apt-get failed",
 			calls:   "apt-get update -qq\napt-get install -y -qq --no-install-recommends chromium\n",
 		},
+		{
+			name:  "module file present",
+			uid:   "1000",
+			args:  []string{"{dir}/nodejs/ws/package.json", "node-ws", "NODE_WS", "the JavaScript client's tests"},
+			files: []string{"{dir}/nodejs/ws/package.json"},
+		},
+		{
+			name: "module file installed",
+			uid:  "0",
+			args: []string{"{dir}/nodejs/ws/package.json", "node-ws", "NODE_WS", "the JavaScript client's tests"},
+			stubs: map[string]string{"apt-get": `echo "apt-get $*" >>"$CALLS"
+if [[ $1 == install ]]; then echo '{}' >"$DIR/nodejs/ws/package.json"; fi`},
+			files: []string{"{dir}/nodejs/ws/.keep"},
+			want:  "installed node-ws",
+			calls: "apt-get update -qq\napt-get install -y -qq --no-install-recommends node-ws\n",
+		},
+		{
+			name:    "module file not installed",
+			uid:     "0",
+			args:    []string{"{dir}/nodejs/ws/package.json", "node-ws", "NODE_WS", "the JavaScript client's tests"},
+			stubs:   map[string]string{"apt-get": `echo "apt-get $*" >>"$CALLS"`},
+			wantErr: true,
+			want:    "does not exist",
+			calls:   "apt-get update -qq\napt-get install -y -qq --no-install-recommends node-ws\n",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
+			args := tc.args
+			if args == nil {
+				args = []string{"chromium", "chromium", "CHROMIUM", "the dashboard's browser tests"}
+			}
+			for i := range args {
+				args[i] = strings.ReplaceAll(args[i], "{dir}", dir)
+			}
+			for _, f := range tc.files {
+				f = strings.ReplaceAll(f, "{dir}", dir)
+				if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(f, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 			stubs := filepath.Join(dir, "bin")
 			calls := filepath.Join(dir, "calls")
 			if err := os.Mkdir(stubs, 0o755); err != nil {
@@ -106,9 +149,9 @@ if [[ $1 == install ]]; then printf '#!/bin/sh\necho "Chromium 2"\n' >"$STUBS/ch
 					t.Fatal(err)
 				}
 			}
-			cmd := exec.Command(bash, script, "chromium", "chromium", "CHROMIUM", "the dashboard's browser tests")
+			cmd := exec.Command(bash, append([]string{script}, args...)...)
 			// Only the stubs are on PATH: nothing real is installed or run.
-			cmd.Env = append([]string{"PATH=" + stubs, "STUBS=" + stubs, "CALLS=" + calls, "CHMOD=" + chmod}, tc.env...)
+			cmd.Env = append([]string{"PATH=" + stubs, "STUBS=" + stubs, "CALLS=" + calls, "CHMOD=" + chmod, "DIR=" + dir}, tc.env...)
 			out, err := cmd.CombinedOutput()
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, want error %v; output:\n%s", err, tc.wantErr, out)
@@ -116,7 +159,7 @@ if [[ $1 == install ]]; then printf '#!/bin/sh\necho "Chromium 2"\n' >"$STUBS/ch
 			if !strings.Contains(string(out), tc.want) {
 				t.Errorf("output does not say %q:\n%s", tc.want, out)
 			}
-			if tc.wantErr && !strings.Contains(string(out), "CHROMIUM=") {
+			if tc.wantErr && !strings.Contains(string(out), args[2]+"=") {
 				t.Errorf("a failure does not say what to do:\n%s", out)
 			}
 			got, _ := os.ReadFile(calls)

@@ -1,8 +1,9 @@
 // Package web is the browser dashboard: static HTML, CSS and ES modules
 // embedded in the binary and served at /. The page holds no data of its
 // own; it reads discovery and objects from the REST API, live changes from
-// one WebSocket (/ws, protocol kubegate.v1) and the gateway's state from
-// /readyz and /metrics, all with the caller's credentials.
+// one WebSocket (/ws, protocol kubegate.v1, through the JavaScript client
+// of package jsclient, served at /kubegate.js) and the gateway's state
+// from /readyz and /metrics, all with the caller's credentials.
 package web
 
 import (
@@ -13,6 +14,8 @@ import (
 	"net/http"
 	"path"
 	"strings"
+
+	jsclient "kubegate/clients/js"
 )
 
 //go:embed static
@@ -35,7 +38,8 @@ var contentTypes = map[string]string{
 }
 
 // Handler serves the dashboard. / is index.html; other paths are the
-// embedded files by name, anything else is 404. Every answer carries
+// embedded files by name, and /kubegate.js the protocol client (the one
+// copy in clients/js); anything else is 404. Every answer carries
 // security headers and a Content-Security-Policy that allows scripts,
 // styles and connections (including WebSocket) to this origin only.
 // Responses are revalidated on every load (Cache-Control: no-cache) with a
@@ -54,17 +58,16 @@ func Handler() http.Handler {
 		if err != nil {
 			return err
 		}
-		ct, ok := contentTypes[path.Ext(p)]
-		if !ok {
-			ct = "application/octet-stream"
-		}
-		sum := sha256.Sum256(b)
-		files["/"+p] = &file{body: b, contentType: ct, etag: `"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`}
+		files["/"+p] = newFile(p, b)
 		return nil
 	})
 	if err != nil {
 		panic(err)
 	}
+	if files[clientPath] != nil {
+		panic("web: static/" + clientPath[1:] + " would hide the protocol client from clients/js")
+	}
+	files[clientPath] = newFile(clientPath, jsclient.Module)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		setSecurityHeaders(w, r)
 		p := r.URL.Path
@@ -94,6 +97,18 @@ func Handler() http.Handler {
 		}
 		_, _ = w.Write(f.body)
 	})
+}
+
+// clientPath is where the page imports the protocol client from.
+const clientPath = "/kubegate.js"
+
+func newFile(name string, b []byte) *file {
+	ct, ok := contentTypes[path.Ext(name)]
+	if !ok {
+		ct = "application/octet-stream"
+	}
+	sum := sha256.Sum256(b)
+	return &file{body: b, contentType: ct, etag: `"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`}
 }
 
 // setSecurityHeaders forbids framing, sniffing, inline script and

@@ -21,6 +21,7 @@ func TestHandler(t *testing.T) {
 		{"GET", "/app.js", 200, "text/javascript; charset=utf-8", "kubegate.v1"},
 		{"GET", "/table.js", 200, "text/javascript; charset=utf-8", "requestAnimationFrame"},
 		{"GET", "/yaml.js", 200, "text/javascript; charset=utf-8", "export function toYAML"},
+		{"GET", "/kubegate.js", 200, "text/javascript; charset=utf-8", "export class KubegateClient"},
 		{"GET", "/style.css", 200, "text/css; charset=utf-8", ":root"},
 		{"GET", "/nope.js", 404, "", ""},
 		{"GET", "/../embed.go", 404, "", ""},

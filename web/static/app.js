@@ -1,25 +1,18 @@
-// The kubegate dashboard. One WebSocket (protocol kubegate.v1) carries two
-// subscriptions: the table's resource and the namespaces for the picker.
-// Discovery, object detail and the status view use the gateway's REST API,
-// /readyz and /metrics. No build step: this file is served as is.
+// The kubegate dashboard. One WebSocket (protocol kubegate.v1, through the
+// client in kubegate.js) carries two subscriptions: the table's resource
+// and the namespaces for the picker. Discovery, object detail and the
+// status view use the gateway's REST API, /readyz and /metrics. No build
+// step: this file is served as is.
+import { KubegateClient, objectKey } from "./kubegate.js";
 import { VirtualTable } from "./table.js";
 import { toYAML } from "./yaml.js";
 
 const $ = (id) => document.getElementById(id);
 const LOG_MAX = 200;
-const PROTOCOL = "kubegate.v1";
-const TOKEN_PROTOCOL = "base64url.bearer.authorization.k8s.io.";
 
 // ---- credentials ----------------------------------------------------------
 
 let token = sessionStorage.getItem("kubegate.token") || "";
-
-function b64url(s) {
-  const bytes = new TextEncoder().encode(s);
-  let bin = "";
-  for (const b of bytes) bin += String.fromCharCode(b);
-  return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
-}
 
 let loginWaiters = null;
 // needLogin shows the token prompt once and resolves when a token is set.
@@ -98,14 +91,18 @@ function writeHash(q) {
 
 // ---- connection -------------------------------------------------------------
 
-// subs holds the active subscriptions by id: {req, rv, synced, info, handle(frame)}.
-const subs = new Map();
-let ws = null;
-let backoff = 500;
+// The client reconnects (0.5s doubling to 5s) and resumes every
+// subscription; a socket refused with 401 waits for a token.
+const client = new KubegateClient("/ws", { token: () => token, backoff: { maxMs: 5000 } });
 let resetTimer = 0;
-let paused = false; // set by kubegate.disconnect(): stay offline until kubegate.connect()
 // stats are the page's counters; max*Ms are its longest single tasks.
-const stats = { resets: 0, reconnects: 0, frames: 0, maxMessageMs: 0, get maxDrawMs() { return table.maxDrawMs; } };
+const stats = {
+  get frames() { return client.stats.frames; },
+  get resets() { return client.stats.resets; },
+  get reconnects() { return client.stats.reconnects; },
+  get maxMessageMs() { return client.stats.maxMessageMs; },
+  get maxDrawMs() { return table.maxDrawMs; },
+};
 
 function setConn(state, text = state) {
   const el = $("conn");
@@ -113,125 +110,25 @@ function setConn(state, text = state) {
   el.textContent = text;
 }
 
-function connect() {
-  const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
-  const protocols = [PROTOCOL];
-  if (token) protocols.push(TOKEN_PROTOCOL + b64url(token));
-  const sock = new WebSocket(url, protocols);
-  ws = sock;
-  let opened = false;
-  sock.onopen = () => {
-    opened = true;
-    backoff = 500;
-    setConn("connected");
-    for (const sub of subs.values()) sendSubscribe(sub);
-  };
-  sock.onmessage = (m) => {
-    const start = performance.now();
-    const f = JSON.parse(m.data);
-    for (const e of f.type === "batch" ? f.events : [f]) handleFrame(e);
-    stats.maxMessageMs = Math.max(stats.maxMessageMs, performance.now() - start);
-  };
-  sock.onclose = async (ev) => {
-    if (ws !== sock) return;
-    ws = null;
-    if (paused) { setConn("reconnecting", "offline"); return; }
-    stats.reconnects++;
-    setConn("reconnecting", `reconnecting (${ev.code || "dropped"})`);
-    if (!opened) {
-      // The handshake failed: a 401 is invisible to WebSocket, so ask REST.
-      try {
-        const headers = token ? { Authorization: "Bearer " + token } : {};
-        const res = await fetch("/api", { headers, credentials: "same-origin" });
-        if (res.status === 401) await needLogin();
-      } catch { /* gateway down: retry below */ }
-    }
-    setTimeout(connect, backoff);
-    backoff = Math.min(backoff * 2, 5000);
-  };
-}
-
-function send(obj) {
-  if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(obj));
-}
-
-function sendSubscribe(sub) {
-  const req = { type: "subscribe", id: sub.id, ...sub.req };
-  if (sub.rv) {
-    req.resourceVersion = sub.rv; // resume: only the missed changes follow
-  } else {
-    sub.reset();
+client.on("status", (s) => {
+  switch (s.state) {
+    case "open": setConn("connected"); return;
+    case "reconnecting": setConn("reconnecting", `reconnecting (${s.code || "dropped"})`); return;
+    case "closed": setConn("reconnecting", "offline"); return;
+    case "unauthorized": needLogin().then(() => client.connect()); return;
+    case "failed": setConn("failed", `failed (${(s.status && s.status.message) || s.code || s.error})`); return;
   }
-  send(req);
-}
+});
+client.on("error", (e) => logEvent("ERROR", "", (e.status && e.status.message) || String(e.error)));
 
-function subscribe(id, req, handlers) {
-  const sub = { id, req, rv: "", synced: false, info: null, ...handlers };
-  subs.set(id, sub);
-  sendSubscribe(sub);
-  return sub;
-}
-
-function unsubscribe(id) {
-  if (subs.delete(id)) send({ type: "unsubscribe", id });
-}
-
-function handleFrame(f) {
-  stats.frames++;
-  const sub = subs.get(f.id);
-  switch (f.type) {
-    case "ack":
-      if (sub && f.request === "subscribe") { sub.info = f.resource; sub.onAck && sub.onAck(f); }
-      return;
-    case "error": {
-      // 401: the socket's token is no longer valid. Keep the subscription:
-      // it resumes on the socket opened with the new token.
-      const unauthorized = f.status && f.status.code === 401;
-      if (unauthorized) reauthenticate();
-      if (sub) sub.onError && sub.onError(f);
-      logEvent("ERROR", f.id || "", (f.status && f.status.message) || "error");
-      if (sub && !unauthorized && (f.ended || f.request === "subscribe")) subs.delete(f.id);
-      return;
-    }
-    case "ADDED": case "MODIFIED": case "SYNC":
-      if (!sub) return;
-      // A snapshot's ADDED frames come in no resourceVersion order, so
-      // only END_OF_SNAPSHOT and what follows it are resume points; a
-      // socket cut off mid-snapshot starts afresh (docs/protocol.md).
-      if (f.type !== "SYNC" && sub.synced) sub.rv = f.rv;
-      sub.upsert(f.object, f.type, sub.synced && f.type !== "SYNC");
-      return;
-    case "DELETED":
-      if (!sub) return;
-      if (sub.synced) sub.rv = f.rv;
-      sub.remove(f.object, sub.synced);
-      return;
-    case "END_OF_SNAPSHOT":
-      if (!sub) return;
-      sub.rv = f.rv;
-      sub.synced = true;
-      sub.onSynced && sub.onSynced();
-      return;
-    case "RESET":
-      if (!sub) return;
-      stats.resets++;
-      sub.rv = "";
-      sub.synced = false;
-      sub.reset();
-      logEvent("RESET", sub.id, f.reason || "");
-      setConn("reset", `reset (${f.reason || "?"})`);
-      clearTimeout(resetTimer);
-      resetTimer = setTimeout(() => { if (ws && ws.readyState === WebSocket.OPEN) setConn("connected"); }, 2000);
-      return;
-  }
-}
-
-// reauthenticate drops the socket after the token stopped being valid; the
-// reconnect asks for a new one and resumes every subscription.
-async function reauthenticate() {
-  if (loginWaiters) return;
-  await needLogin();
-  if (ws) ws.close(1000, "new token");
+// serverReset shows a gateway's RESET of sub; a resubscribe without a
+// resume point (no frame) also clears the subscription, quietly.
+function serverReset(sub, e) {
+  if (!e.frame) return;
+  logEvent("RESET", sub.id, e.reason);
+  setConn("reset", `reset (${e.reason || "?"})`);
+  clearTimeout(resetTimer);
+  resetTimer = setTimeout(() => { if (client.state === "open") setConn("connected"); }, 2000);
 }
 
 // ---- table ------------------------------------------------------------------
@@ -305,42 +202,45 @@ function updateCount() {
   countFrame = requestAnimationFrame(() => { countFrame = 0; $("count").textContent = table.size; });
 }
 
-const key = (o) => (o.metadata.namespace || "") + "/" + o.metadata.name;
-
 let tableSeq = 0;
 let tableSub = null;
 
 function applyQuery(q) {
   writeHash(q);
-  if (tableSub) unsubscribe(tableSub.id);
+  if (tableSub) tableSub.unsubscribe();
   table.clear();
   updateCount();
   $("sub-error").textContent = "";
-  const req = { resource: q.resource };
+  const req = { id: `table-${++tableSeq}`, resource: q.resource };
   if (q.namespace && isNamespaced(q.resource)) req.namespace = q.namespace;
   if (q.labelSelector) req.labelSelector = q.labelSelector;
-  tableSub = subscribe(`table-${++tableSeq}`, req, {
-    upsert(o, type, live) {
-      table.set(key(o), o, live);
+  const sub = client.subscribe(req, {
+    change(e) {
+      if (e.type === "DELETED") table.delete(e.key);
+      else table.set(e.key, e.object, e.live);
       updateCount();
-      if (live) logEvent(type, q.resource, key(o));
+      if (e.live) logEvent(e.type, q.resource, e.key);
     },
-    remove(o, live) {
-      table.delete(key(o));
+    reset(e) {
+      table.clear();
       updateCount();
-      if (live) logEvent("DELETED", q.resource, key(o));
+      document.body.dataset.synced = "";
+      serverReset(sub, e);
     },
-    reset() { table.clear(); updateCount(); },
-    onSynced() { document.body.dataset.synced = tableSub ? tableSub.id : ""; },
-    onAck() { $("sub-error").textContent = ""; },
-    onError(f) { $("sub-error").textContent = "— " + f.status.message; },
+    synced() { document.body.dataset.synced = sub.id; },
+    ack() { $("sub-error").textContent = ""; },
+    error(e) {
+      $("sub-error").textContent = "— " + e.status.message;
+      logEvent("ERROR", sub.id, e.status.message || "error");
+    },
   });
+  tableSub = sub;
   document.body.dataset.synced = "";
 }
 
 // ---- namespaces picker --------------------------------------------------------
 
-const namespaces = new Set();
+let nsSub = null; // the namespaces subscription: its objects are the picker's
 let nsFrame = 0;
 function drawNamespaces() {
   if (nsFrame) return;
@@ -349,7 +249,7 @@ function drawNamespaces() {
     const sel = $("namespace");
     const cur = sel.value || readHash().namespace;
     const opts = [new Option("(all)", "")];
-    const names = new Set(namespaces);
+    const names = new Set(nsSub ? [...nsSub.objects.values()].map((o) => o.metadata.name) : []);
     if (cur) names.add(cur);
     for (const n of [...names].sort()) opts.push(new Option(n, n));
     sel.replaceChildren(...opts);
@@ -389,12 +289,12 @@ function isNamespaced(value) {
 let shown = null;
 let format = "yaml";
 async function showObject(o) {
-  const info = tableSub && tableSub.info;
+  const info = tableSub && tableSub.resource;
   if (!info) return;
   const base = info.group ? `/apis/${info.group}/${info.version}` : `/api/${info.version}`;
   const ns = o.metadata.namespace ? `/namespaces/${encodeURIComponent(o.metadata.namespace)}` : "";
   const path = `${base}${ns}/${info.resource}/${encodeURIComponent(o.metadata.name)}`;
-  $("object-title").textContent = `${info.kind} ${key(o).replace(/^\//, "")}`;
+  $("object-title").textContent = `${info.kind} ${objectKey(o)}`;
   $("object-body").textContent = "loading…";
   if (!$("object").open) $("object").showModal();
   try {
@@ -497,13 +397,13 @@ async function main() {
   sel.value = q.resource;
   drawNamespaces();
 
-  subscribe("namespaces", { resource: "namespaces" }, {
-    upsert(o) { if (!namespaces.has(o.metadata.name)) { namespaces.add(o.metadata.name); drawNamespaces(); } },
-    remove(o) { namespaces.delete(o.metadata.name); drawNamespaces(); },
-    reset() { namespaces.clear(); drawNamespaces(); },
+  nsSub = client.subscribe({ id: "namespaces", resource: "namespaces" }, {
+    change: drawNamespaces,
+    reset(e) { drawNamespaces(); serverReset(nsSub, e); },
+    error(e) { logEvent("ERROR", "namespaces", e.status.message || "error"); },
   });
   applyQuery(q);
-  connect();
+  client.connect();
 
   $("query").addEventListener("submit", (e) => {
     e.preventDefault();
@@ -516,9 +416,9 @@ async function main() {
 // resume (or, when the gateway's history no longer covers it, a RESET);
 // frame(f) handles f as if the gateway had sent it.
 window.kubegate = {
-  stats, subs, table, frame: handleFrame,
+  stats, client, subs: client.subscriptions, table, frame: (f) => client.dispatch(f),
   get connection() { return $("conn").dataset.state; },
-  disconnect() { paused = true; if (ws) ws.close(1000, "offline"); },
-  connect() { if (paused) { paused = false; if (!ws) connect(); } },
+  disconnect() { client.close(1000, "offline"); },
+  connect() { client.connect(); },
 };
 main();

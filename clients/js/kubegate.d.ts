@@ -1,0 +1,249 @@
+// Declarations for kubegate.js, the client of kubegate's WebSocket
+// protocol kubegate.v1. Written by hand: keep them in step with the code
+// (test/types.test.js checks that every name declared here exists in the
+// module, and the other way round).
+
+/** The WebSocket subprotocol the client offers. */
+export declare const PROTOCOL: "kubegate.v1";
+
+/** The prefix of the subprotocol that carries a bearer token. */
+export declare const TOKEN_PROTOCOL_PREFIX: "base64url.bearer.authorization.k8s.io.";
+
+/** Reconnect timing. */
+export interface Backoff {
+  /** The first delay, before jitter. Default 500. */
+  initialMs: number;
+  /** No delay is longer. Default 30000. */
+  maxMs: number;
+  /** Each failed attempt multiplies the delay by this. Default 2. */
+  factor: number;
+  /** A delay is shortened by up to this fraction (0 to 1), at random. Default 0.5. */
+  jitter: number;
+  /** A connection that stays open this long resets the delay to initialMs. Default 10000. */
+  resetAfterMs: number;
+}
+
+export declare const DEFAULT_BACKOFF: Readonly<Backoff>;
+
+/**
+ * The delay before reconnect attempt number attempt (0 for the first):
+ * initialMs * factor^attempt, at most maxMs, shortened by a random
+ * fraction of up to jitter. attempt Infinity gives the longest delay.
+ */
+export declare function backoffDelay(attempt: number, backoff?: Partial<Backoff>, random?: () => number): number;
+
+/** The subprotocol carrying token: the prefix and the token in unpadded base64url. */
+export declare function tokenProtocol(token: string): string;
+
+/** "namespace/name", or "name" for a cluster-scoped object. */
+export declare function objectKey(object: KubeObject): string;
+
+/** An object as the apiserver serves it (metadata.managedFields stripped). */
+export interface KubeObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata: {
+    name: string;
+    namespace?: string;
+    resourceVersion?: string;
+    [field: string]: unknown;
+  };
+  [field: string]: unknown;
+}
+
+/** A Kubernetes metav1.Status, as in error frames and refused handshakes. */
+export interface Status {
+  kind: "Status";
+  apiVersion: "v1";
+  metadata: Record<string, unknown>;
+  status: "Failure" | "Success";
+  message?: string;
+  reason?: string;
+  details?: Record<string, unknown>;
+  code: number;
+}
+
+/** The resource a subscription was acknowledged for. */
+export interface ResourceInfo {
+  group: string;
+  version: string;
+  resource: string;
+  kind: string;
+  namespaced: boolean;
+}
+
+/** A frame from the gateway (docs/protocol.md, "Server → client"). */
+export interface Frame {
+  type: string;
+  id?: string;
+  rv?: string;
+  object?: KubeObject;
+  request?: "subscribe" | "unsubscribe";
+  resource?: ResourceInfo;
+  namespaces?: string[];
+  status?: Status;
+  ended?: boolean;
+  reason?: string;
+  events?: Frame[];
+  [field: string]: unknown;
+}
+
+/** The fields of a subscribe request (docs/protocol.md, "subscribe"). */
+export interface SubscribeRequest {
+  /** As kubectl accepts it: pods, po, deployments.apps, CRD plurals. */
+  resource: string;
+  /** Default: generated (sub-1, sub-2, …). */
+  id?: string;
+  namespace?: string;
+  labelSelector?: string;
+  fieldSelector?: string;
+  /** A Go duration such as "30s": re-send every object as SYNC this often. */
+  resyncPeriod?: string;
+  /** Resume from this point; the caller holds the state that goes with it. */
+  resourceVersion?: string;
+  /** Default true. false: live changes only, no snapshot. */
+  sendInitialEvents?: boolean;
+  /** Other fields are sent as they are. */
+  [field: string]: unknown;
+}
+
+export type ConnectionState = "idle" | "connecting" | "open" | "reconnecting" | "unauthorized" | "failed" | "closed";
+
+export interface ConnectionStatus {
+  state: ConnectionState;
+  /** The close code of the socket that ended (1006 when it was dropped or refused). */
+  code?: number;
+  reason?: string;
+  /** Why a handshake was refused (unauthorized: 401, failed: 403). */
+  status?: Status;
+  /** When reconnecting: the delay before the next attempt. */
+  delayMs?: number;
+  /** When failed because the WebSocket could not be constructed. */
+  error?: unknown;
+}
+
+export interface ObjectEvent {
+  type: "ADDED" | "MODIFIED" | "DELETED" | "SYNC";
+  key: string;
+  object: KubeObject;
+  /** What objects held under key before. */
+  previous: KubeObject | undefined;
+  rv: string;
+  /** A change after the snapshot (false for the snapshot's ADDED frames and for SYNC). */
+  live: boolean;
+}
+
+export interface ResetEvent {
+  /** Overflow, Expired, Reauthorized (from the gateway), or Resubscribe (a subscribe without resume point). */
+  reason: string;
+  /** The RESET frame; null for Resubscribe. */
+  frame: Frame | null;
+}
+
+export interface SubscriptionErrorEvent {
+  status: Status;
+  frame: Frame;
+  /** The subscription ended (refused or ended for good). */
+  final: boolean;
+  /** When the subscribe is retried: the delay before it. */
+  retryInMs?: number;
+}
+
+export interface ClientErrorEvent {
+  /** null when the message was not JSON. */
+  status: Status | null;
+  frame: Frame | null;
+  error?: unknown;
+}
+
+export interface SubscriptionEvents {
+  ack: Frame;
+  added: ObjectEvent;
+  modified: ObjectEvent;
+  deleted: ObjectEvent;
+  sync: ObjectEvent;
+  /** Every ADDED, MODIFIED, DELETED and SYNC. */
+  change: ObjectEvent;
+  reset: ResetEvent;
+  synced: { rv: string };
+  error: SubscriptionErrorEvent;
+  /** status is null after unsubscribe(). */
+  ended: { status: Status | null };
+}
+
+export interface ClientEvents {
+  status: ConnectionStatus;
+  /** Error frames that belong to no subscription, and messages that are not JSON. */
+  error: ClientErrorEvent;
+  /** Every frame received (batches unpacked), before it is handled. */
+  frame: Frame;
+}
+
+export type SubscriptionState = "pending" | "subscribing" | "active" | "retrying" | "ended";
+
+export type SubscriptionHandlers = { [E in keyof SubscriptionEvents]?: (ev: SubscriptionEvents[E]) => void };
+
+export declare class Subscription {
+  private constructor();
+  readonly id: string;
+  readonly request: Readonly<Omit<SubscribeRequest, "id" | "resourceVersion">>;
+  /** The current objects by objectKey. */
+  readonly objects: ReadonlyMap<string, KubeObject>;
+  /** The resume point; "" when none. */
+  readonly rv: string;
+  readonly synced: boolean;
+  readonly state: SubscriptionState;
+  readonly resource: ResourceInfo | null;
+  readonly namespaces: string[] | null;
+  on<E extends keyof SubscriptionEvents>(type: E, fn: (ev: SubscriptionEvents[E]) => void): () => void;
+  off<E extends keyof SubscriptionEvents>(type: E, fn: (ev: SubscriptionEvents[E]) => void): void;
+  unsubscribe(): void;
+}
+
+export interface WebSocketLike {
+  readonly readyState: number;
+  onopen: ((ev: unknown) => void) | null;
+  onmessage: ((ev: { data: unknown }) => void) | null;
+  onerror: ((ev: unknown) => void) | null;
+  onclose: ((ev: { code: number; reason: string }) => void) | null;
+  send(data: string): void;
+  close(code?: number, reason?: string): void;
+}
+
+export interface ClientOptions {
+  /** A bearer token, or a function called at every connection attempt. Default: none (cookie or anonymous). */
+  token?: string | (() => string | null | undefined);
+  /** The WebSocket constructor. Default: globalThis.WebSocket. */
+  WebSocket?: new (url: string, protocols: string[], options?: any) => WebSocketLike;
+  /** A third constructor argument, e.g. the ws package's {headers: {Cookie: …}}. Its headers are also sent by the handshake probe. */
+  webSocketOptions?: any;
+  backoff?: Partial<Backoff>;
+  /** Ask the endpoint over HTTP why a handshake failed (401 and 403 are then final). Default true. */
+  probe?: boolean;
+  /** For the probe. Default: globalThis.fetch. */
+  fetch?: typeof fetch;
+  /** The jitter's random source. Default: Math.random. */
+  random?: () => number;
+}
+
+export interface ClientStats {
+  messages: number;
+  frames: number;
+  resets: number;
+  reconnects: number;
+  maxMessageMs: number;
+}
+
+export declare class KubegateClient {
+  constructor(url: string | URL, options?: ClientOptions);
+  readonly stats: ClientStats;
+  readonly state: ConnectionState;
+  readonly subscriptions: ReadonlyMap<string, Subscription>;
+  connect(): void;
+  close(code?: number, reason?: string): void;
+  setToken(token: ClientOptions["token"]): void;
+  subscribe(request: SubscribeRequest, handlers?: SubscriptionHandlers): Subscription;
+  dispatch(frame: Frame): void;
+  on<E extends keyof ClientEvents>(type: E, fn: (ev: ClientEvents[E]) => void): () => void;
+  off<E extends keyof ClientEvents>(type: E, fn: (ev: ClientEvents[E]) => void): void;
+}
