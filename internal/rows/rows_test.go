@@ -7,9 +7,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/utils/ptr"
 
 	"kubegate/internal/informer"
 	"kubegate/internal/livequery"
@@ -208,5 +211,67 @@ func TestEncodedOncePerObjectVersion(t *testing.T) {
 	p.Encoded(objs[0].DeepCopyObject().(*informer.Object))
 	if n := p.Encodes(); n != 2 {
 		t.Errorf("%d encodes after a new object version, want 2", n)
+	}
+}
+
+// typicalPod is a Deployment's running pod as kube-apiserver serves it
+// (managedFields stripped, as the gateway stores it).
+func typicalPod() *corev1.Pod {
+	started := ago(3 * time.Hour)
+	cond := func(t corev1.PodConditionType) corev1.PodCondition {
+		return corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: started}
+	}
+	return &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"},
+		ObjectMeta: metav1.ObjectMeta{Name: "web-7d9c5b8f4d-x2k8q", GenerateName: "web-7d9c5b8f4d-", Namespace: "shop",
+			UID: "0b4f3c2e-5d6a-4e8b-9c1d-2e3f4a5b6c7d", ResourceVersion: "48213917", CreationTimestamp: started,
+			Labels: map[string]string{"app": "web", "pod-template-hash": "7d9c5b8f4d"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-7d9c5b8f4d",
+				UID: "5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "web", Image: "registry.example.com/shop/web:1.42.0",
+				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}},
+				Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+					Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "kube-api-access-7xkq2", ReadOnly: true,
+					MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}},
+				TerminationMessagePath: "/dev/termination-log", TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+				ImagePullPolicy: corev1.PullIfNotPresent}},
+			Volumes: []corev1.Volume{{Name: "kube-api-access-7xkq2", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				DefaultMode: ptr.To[int32](420), Sources: []corev1.VolumeProjection{
+					{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{ExpirationSeconds: ptr.To[int64](3607), Path: "token"}},
+					{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"},
+						Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+					{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace",
+						FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}}}}}}},
+			RestartPolicy: corev1.RestartPolicyAlways, TerminationGracePeriodSeconds: ptr.To[int64](30),
+			DNSPolicy: corev1.DNSClusterFirst, ServiceAccountName: "default", NodeName: "worker-3",
+			SecurityContext: &corev1.PodSecurityContext{}, SchedulerName: "default-scheduler",
+			Tolerations: []corev1.Toleration{
+				{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)},
+				{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)}},
+			Priority: ptr.To[int32](0), EnableServiceLinks: ptr.To(true), PreemptionPolicy: ptr.To(corev1.PreemptLowerPriority),
+		},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, HostIP: "172.18.0.5", HostIPs: []corev1.HostIP{{IP: "172.18.0.5"}},
+			PodIP: "10.244.3.17", PodIPs: []corev1.PodIP{{IP: "10.244.3.17"}}, StartTime: &started, QOSClass: corev1.PodQOSBurstable,
+			Conditions: []corev1.PodCondition{cond("PodReadyToStartContainers"), cond(corev1.PodInitialized), cond(corev1.PodReady),
+				cond(corev1.ContainersReady), cond(corev1.PodScheduled)},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "web", Ready: true, Started: ptr.To(true),
+				Image: "registry.example.com/shop/web:1.42.0", ImageID: "registry.example.com/shop/web@sha256:3f1c2b5e8d9a7c6b4e2f1a0d9c8b7a6e5f4d3c2b1a0f9e8d7c6b5a4f3e2d1c0b",
+				ContainerID: "containerd://8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b",
+				State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}}},
+	}
+}
+
+// TestRowIsSmall measures a typical pod's row against its JSON: a row is
+// what a subscription with rows sends in place of the object.
+func TestRowIsSmall(t *testing.T) {
+	o := cached(t, typicalPod())
+	row := New(&informer.ResourceInfo{GVR: schema.GroupVersionResource{Version: "v1", Resource: "pods"}}, nil).Encoded(o)
+	t.Logf("typical pod: object %d bytes, row %d bytes (%.1f×smaller): %s", len(o.Raw), len(row),
+		float64(len(o.Raw))/float64(len(row)), row)
+	if len(row)*8 > len(o.Raw) {
+		t.Errorf("row of %d bytes for an object of %d", len(row), len(o.Raw))
 	}
 }
