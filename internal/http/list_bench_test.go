@@ -8,11 +8,13 @@ import (
 	"net/http/httptest"
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kubegate/internal/informer"
+	"kubegate/internal/rows"
 )
 
 // benchPods returns n cached pods of realistic size.
@@ -68,6 +70,7 @@ func BenchmarkListForms(b *testing.B) {
 	slices.SortFunc(pods, compareObjects)
 	podsInfo := &informer.ResourceInfo{GVR: corev1.SchemeGroupVersion.WithResource("pods"), Namespaced: true}
 	opts := &tableOptions{version: "v1", includeObject: metav1.IncludeMetadata}
+	now := time.Now()
 	for _, form := range []string{"json", "metadata", "table"} {
 		b.Run("form="+form, func(b *testing.B) {
 			var buf bytes.Buffer
@@ -82,7 +85,7 @@ func BenchmarkListForms(b *testing.B) {
 						b.Fatal(err)
 					}
 				case "table":
-					t := buildTable(podsInfo, nil, pods, opts, true, goldenNow)
+					t := buildTable(rows.New(podsInfo, nil), pods, opts, true, now)
 					if err := json.NewEncoder(&buf).Encode(t); err != nil {
 						b.Fatal(err)
 					}

@@ -339,7 +339,7 @@ func TestRESTListAndGet(t *testing.T) {
 		for _, c := range tbl.ColumnDefinitions {
 			cols = append(cols, c.Name)
 		}
-		// ConfigMaps have kube-apiserver's columns (see printers.go).
+		// ConfigMaps have kube-apiserver's columns (see internal/rows).
 		if !slices.Equal(cols, []string{"Name", "Data", "Age"}) || len(tbl.Rows) != 3 ||
 			tbl.Rows[0].Cells[0] != "cm-0" || tbl.Rows[0].Cells[1] != float64(1) {
 			t.Fatalf("table: %s", r.body)

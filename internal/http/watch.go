@@ -329,9 +329,9 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 	if p.table != nil {
 		p.table = p.table.forRequest(info, rq)
 		first := true
-		cols := s.crdColumns(r.Context(), info) // once per stream
+		printer := s.printer(r.Context(), info) // once per stream
 		ws.table = func(o *informer.Object) []byte {
-			t := buildTable(info, cols, []*informer.Object{o}, p.table, first, s.opts.Clock.Now())
+			t := buildTable(printer, []*informer.Object{o}, p.table, first, s.opts.Clock.Now())
 			first = false
 			b, _ := json.Marshal(t)
 			return b

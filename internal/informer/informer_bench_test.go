@@ -121,11 +121,11 @@ func BenchmarkFanout(b *testing.B) {
 					i := 0
 					for b.Loop() {
 						old := pods[i%100]
-						o := *old
+						o := old.DeepCopyObject().(*Object)
 						rv++
 						o.RV, o.ResourceVersion = rv, strconv.FormatUint(rv, 10)
-						update(b, p, &o)
-						pods[i%100] = &o
+						update(b, p, o)
+						pods[i%100] = o
 						i++
 						if i%drainEvery == 0 {
 							for _, l := range ls {
@@ -165,11 +165,11 @@ func BenchmarkPop(b *testing.B) {
 			rv := uint64(10)
 			for b.Loop() {
 				for range backlog {
-					o := *old // the informer allocates each new object too
+					o := old.DeepCopyObject().(*Object) // the informer allocates each new object too
 					rv++
 					o.RV, o.ResourceVersion = rv, strconv.FormatUint(rv, 10)
-					update(b, p, &o)
-					old = &o
+					update(b, p, o)
+					old = o
 				}
 				buf = l.Pop(buf[:0])
 				if len(buf) != backlog {

@@ -1,6 +1,9 @@
 package informer
 
 import (
+	"sync"
+	"sync/atomic"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -30,6 +33,19 @@ type Object struct {
 	// example "spec.nodeName", "node-1" for pods). A slice, not a map: most
 	// resources have none and pods have a handful.
 	extra []string
+
+	// derived is the head of the list of values computed from the object
+	// and kept with it (see Derive); nil until the first.
+	derived atomic.Pointer[derivedValue]
+}
+
+// derivedValue is one value of an Object's Derive list. Entries are only
+// ever prepended, so a list read once stays valid.
+type derivedValue struct {
+	key  any
+	once sync.Once
+	val  any
+	next *derivedValue
 }
 
 var _ runtime.Object = (*Object)(nil)
@@ -38,10 +54,34 @@ var _ runtime.Object = (*Object)(nil)
 func (o *Object) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
 // DeepCopyObject implements runtime.Object. Objects are immutable, so the
-// copy shares Raw and labels.
+// copy shares Raw and labels; it derives its values afresh.
 func (o *Object) DeepCopyObject() runtime.Object {
-	c := *o
-	return &c
+	return &Object{ObjectMeta: o.ObjectMeta, RV: o.RV, Raw: o.Raw, extra: o.extra}
+}
+
+// Derive returns the value that derive computes from o for key. The
+// first call for a key computes it, once, and o keeps it for as long as
+// o lives; calls for the same key at the same time wait for it, and later
+// ones return it. So a form of the object that many consumers send (a
+// row, say) is computed once per object version, however many read it.
+// Keys are compared with ==; a package uses keys of its own type, and
+// every derive for one key must compute the same value. derive must not
+// call Derive on o.
+func (o *Object) Derive(key any, derive func(*Object) any) any {
+	for {
+		head := o.derived.Load()
+		for d := head; d != nil; d = d.next {
+			if d.key == key {
+				d.once.Do(func() { d.val = derive(o) })
+				return d.val
+			}
+		}
+		d := &derivedValue{key: key, next: head}
+		if o.derived.CompareAndSwap(head, d) {
+			d.once.Do(func() { d.val = derive(o) })
+			return d.val
+		}
+	}
 }
 
 // Key returns the object's cache key, "namespace/name" or "name".

@@ -17,6 +17,7 @@ import (
 
 	"kubegate/internal/apistatus"
 	"kubegate/internal/informer"
+	"kubegate/internal/rows"
 )
 
 // Subprotocol is the only WebSocket subprotocol the server speaks.
@@ -42,10 +43,15 @@ type clientFrame struct {
 	ResyncPeriod      string `json:"resyncPeriod,omitempty"`
 	ResourceVersion   string `json:"resourceVersion,omitempty"`
 	SendInitialEvents *bool  `json:"sendInitialEvents,omitempty"`
+	As                string `json:"as,omitempty"`
 
 	// resync is ResyncPeriod parsed.
 	resync time.Duration
 }
+
+// asTable is the subscribe "as" value that asks for rows, named after
+// the media type parameter kubectl asks the apiserver for Tables with.
+const asTable = "Table"
 
 // initialEvents returns SendInitialEvents with its default (true).
 func (f *clientFrame) initialEvents() bool {
@@ -117,7 +123,7 @@ func parseClientFrame(data []byte) (*clientFrame, error) {
 	if f.Type == typeSubscribe {
 		known = map[string]any{"type": nil, "id": nil, "resource": &f.Resource, "namespace": &f.Namespace,
 			"labelSelector": &f.LabelSelector, "fieldSelector": &f.FieldSelector, "resyncPeriod": &f.ResyncPeriod,
-			"resourceVersion": &f.ResourceVersion, "sendInitialEvents": &f.SendInitialEvents}
+			"resourceVersion": &f.ResourceVersion, "sendInitialEvents": &f.SendInitialEvents, "as": &f.As}
 	}
 	for _, name := range sortedKeys(fields) {
 		dst, ok := known[name]
@@ -151,6 +157,12 @@ func parseClientFrame(data []byte) (*clientFrame, error) {
 			return nil, badRequest(&f, `invalid subscribe frame: "resyncPeriod" %q is not a non-negative duration such as "30s"`, truncate(f.ResyncPeriod, 64))
 		}
 		f.resync = d
+	}
+	switch f.As {
+	case "", asTable:
+	default:
+		return nil, badRequest(&f, `invalid subscribe frame: "as" %q is not a form the gateway serves; want %q (rows) or none (objects)`,
+			truncate(f.As, 64), asTable)
 	}
 	if rv := f.ResourceVersion; rv != "" {
 		if _, err := strconv.ParseUint(rv, 10, 64); err != nil {
@@ -245,6 +257,31 @@ type ackFrame struct {
 	Request    string       `json:"request"`
 	Resource   *resourceRef `json:"resource,omitempty"`
 	Namespaces []string     `json:"namespaces,omitempty"`
+	Columns    []column     `json:"columns,omitempty"`
+}
+
+// column is a row column in the ack of a subscription with rows: the
+// Table column definition, and whether its cells may be relative to the
+// time they are shown at.
+type column struct {
+	Name        string `json:"name"`
+	Type        string `json:"type"`
+	Format      string `json:"format"`
+	Description string `json:"description"`
+	Priority    int32  `json:"priority"`
+	Relative    bool   `json:"relative,omitempty"`
+}
+
+func columns(p *rows.Printer) []column {
+	if p == nil {
+		return nil
+	}
+	cols := make([]column, len(p.Columns()))
+	for i, c := range p.Columns() {
+		cols[i] = column{Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description, Priority: c.Priority,
+			Relative: c.Relative}
+	}
+	return cols
 }
 
 type errorFrame struct {
@@ -268,8 +305,8 @@ const (
 	resetReauthorized = "Reauthorized"
 )
 
-func encodeAck(id, request string, info *informer.ResourceInfo, namespaces []string) []byte {
-	f := ackFrame{Type: "ack", ID: id, Request: request, Namespaces: namespaces}
+func encodeAck(id, request string, info *informer.ResourceInfo, namespaces []string, cols []column) []byte {
+	f := ackFrame{Type: "ack", ID: id, Request: request, Namespaces: namespaces, Columns: cols}
 	if info != nil {
 		f.Resource = &resourceRef{Group: info.GVR.Group, Version: info.GVR.Version, Resource: info.GVR.Resource,
 			Kind: info.GVK.Kind, Namespaced: info.Namespaced}
@@ -307,22 +344,39 @@ var eventPrefix = [...]string{
 const (
 	rvField           = `,"rv":"`
 	objectField       = `","object":`
+	rowField          = `","row":`
 	endOfSnapshotHead = `{"type":"END_OF_SNAPSHOT","id":`
 	resetHead         = `{"type":"RESET","id":`
 	resetOverflowTail = `,"reason":"` + resetOverflow + `"}`
 )
 
-// appendEvent appends the frame for one notification to buf. Objects are
-// copied from their cached JSON, never re-encoded.
-func appendEvent(buf, qid []byte, n *informer.Notification) []byte {
+// eventBody returns what the event frame of n carries: the object's
+// cached JSON under "object", or, for a subscription with rows (p not
+// nil), its row as p encoded it once under "row". Nothing for frames
+// without an object.
+func eventBody(n *informer.Notification, p *rows.Printer) (field string, body []byte) {
+	switch n.Type {
+	case informer.Added, informer.Modified, informer.Deleted, informer.Sync:
+		if p != nil {
+			return rowField, p.Encoded(n.Object)
+		}
+		return objectField, n.Object.Raw
+	}
+	return "", nil
+}
+
+// appendEvent appends the frame for one notification to buf, with the
+// object as eventBody returned it: copied from cached bytes, never
+// re-encoded.
+func appendEvent(buf, qid []byte, n *informer.Notification, field string, body []byte) []byte {
 	switch n.Type {
 	case informer.Added, informer.Modified, informer.Deleted, informer.Sync:
 		buf = append(buf, eventPrefix[n.Type]...)
 		buf = append(buf, qid...)
 		buf = append(buf, rvField...)
 		buf = appendRV(buf, n)
-		buf = append(buf, objectField...)
-		buf = append(buf, n.Object.Raw...)
+		buf = append(buf, field...)
+		buf = append(buf, body...)
 		return append(buf, '}')
 	case informer.EndOfSnapshot:
 		buf = append(buf, endOfSnapshotHead...)
@@ -340,12 +394,12 @@ func appendEvent(buf, qid []byte, n *informer.Notification) []byte {
 
 // eventLen is the length of the frame appendEvent appends, known before
 // it is built so that the writer can tell whether it fits in a batch.
-func eventLen(qid []byte, n *informer.Notification) int {
+func eventLen(qid []byte, n *informer.Notification, field string, body []byte) int {
 	var digits [20]byte
 	switch n.Type {
 	case informer.Added, informer.Modified, informer.Deleted, informer.Sync:
 		return len(eventPrefix[n.Type]) + len(qid) + len(rvField) + len(appendRV(digits[:0], n)) +
-			len(objectField) + len(n.Object.Raw) + 1
+			len(field) + len(body) + 1
 	case informer.EndOfSnapshot:
 		return len(endOfSnapshotHead) + len(qid) + len(rvField) + len(strconv.AppendUint(digits[:0], n.RV, 10)) + 2
 	case informer.Reset:

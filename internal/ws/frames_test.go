@@ -8,22 +8,26 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"kubegate/internal/informer"
+	"kubegate/internal/rows"
 )
 
 func TestParseClientFrame(t *testing.T) {
 	f, err := parseClientFrame([]byte(`{"type":"subscribe","id":"p","resource":"pods","namespace":"ns",
-		"labelSelector":"a=b","fieldSelector":"spec.nodeName=n","resyncPeriod":"30s","resourceVersion":"42","sendInitialEvents":false}`))
+		"labelSelector":"a=b","fieldSelector":"spec.nodeName=n","resyncPeriod":"30s","resourceVersion":"42","sendInitialEvents":false,
+		"as":"Table"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if f.Type != "subscribe" || f.ID != "p" || f.Resource != "pods" || f.Namespace != "ns" || f.LabelSelector != "a=b" ||
-		f.FieldSelector != "spec.nodeName=n" || f.resync.String() != "30s" || f.ResourceVersion != "42" || f.initialEvents() {
+		f.FieldSelector != "spec.nodeName=n" || f.resync.String() != "30s" || f.ResourceVersion != "42" || f.initialEvents() ||
+		f.As != "Table" {
 		t.Fatalf("parsed %+v", f)
 	}
 	f, err = parseClientFrame([]byte(` {"type":"subscribe","id":"p","resource":"pods","namespace":null} `))
-	if err != nil || !f.initialEvents() || f.Namespace != "" {
+	if err != nil || !f.initialEvents() || f.Namespace != "" || f.As != "" {
 		t.Fatalf("defaults: %+v %v", f, err)
 	}
 	if _, err := parseClientFrame([]byte(`{"type":"subscribe","type":"unsubscribe","id":"p"}`)); err != nil {
@@ -34,9 +38,12 @@ func TestParseClientFrame(t *testing.T) {
 		`"subscribe"`:          "not string",
 		`{"type":1}`:           `field "type" must be a string, not number`,
 		`{"Type":"subscribe"}`: `"type" is required`,
-		`{"type":"subscribe","id":"p","Resource":"pods"}`:  `unknown field "Resource"`,
-		`{"type":"unsubscribe","id":"p","x":1}`:            `unknown field "x"`,
-		`{"type":"subscribe","id":"p","resource":"pods"}x`: "exactly one JSON object",
+		`{"type":"subscribe","id":"p","Resource":"pods"}`:                              `unknown field "Resource"`,
+		`{"type":"unsubscribe","id":"p","x":1}`:                                        `unknown field "x"`,
+		`{"type":"subscribe","id":"p","resource":"pods"}x`:                             "exactly one JSON object",
+		`{"type":"subscribe","id":"p","resource":"pods","as":"table"}`:                 `"as" "table" is not a form the gateway serves; want "Table" (rows) or none (objects)`,
+		`{"type":"subscribe","id":"p","resource":"pods","as":"PartialObjectMetadata"}`: `"as" "PartialObjectMetadata" is not a form`,
+		`{"type":"subscribe","id":"p","resource":"pods","as":true}`:                    `field "as" must be a string, not bool`,
 	} {
 		_, err := parseClientFrame([]byte(in))
 		re, ok := err.(*requestError)
@@ -55,6 +62,7 @@ func FuzzParseClientFrame(f *testing.F) {
 		`{"type":"unsubscribe","id":"p"}`,
 		`{"type":"subscribe","id":"x","resource":"deployments.apps","namespace":"default","labelSelector":"app in (a,b)","fieldSelector":"metadata.name=x","resyncPeriod":"1m","resourceVersion":"12","sendInitialEvents":true}`,
 		`{"type":"subscribe","id":"x","resource":"pods","resyncPeriod":"-5s"}`,
+		`{"type":"subscribe","id":"x","resource":"pods","as":"Table"}`,
 		`{"type":"watch"}`, `[]`, `null`, ``, `{"type":"subscribe","id":"\u0000"}`,
 	} {
 		f.Add([]byte(s))
@@ -110,9 +118,9 @@ func TestEventFramesAreValidJSON(t *testing.T) {
 		{Type: informer.Reset},
 	} {
 		b.begin()
-		b.buf = appendEvent(b.buf, qid, &n)
+		b.buf = appendObjectEvent(b.buf, qid, &n)
 	}
-	b.add(encodeAck("id", "subscribe", nil, nil))
+	b.add(encodeAck("id", "subscribe", nil, nil, nil))
 	var got struct {
 		Type   string
 		Events []map[string]any
@@ -152,21 +160,31 @@ func TestEventLen(t *testing.T) {
 	obj := &informer.Object{Raw: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}`), RV: 7}
 	odd := &informer.Object{Raw: obj.Raw}
 	odd.ResourceVersion = "not \"numeric\"\n"
-	for _, qid := range [][]byte{quoteID("s"), quoteID("id \"with\" quotes\n")} {
-		for _, n := range []informer.Notification{
-			{Type: informer.Added, Object: obj, RV: 7},
-			{Type: informer.Modified, Object: obj, RV: 1<<64 - 1},
-			{Type: informer.Deleted, Object: obj, RV: 123456789},
-			{Type: informer.Sync, Object: odd},
-			{Type: informer.EndOfSnapshot, RV: 9},
-			{Type: informer.EndOfSnapshot},
-			{Type: informer.Reset},
-		} {
-			if got, want := eventLen(qid, &n), len(appendEvent(nil, qid, &n)); got != want {
-				t.Errorf("eventLen(%s, %v rv %d) = %d, want %d", qid, n.Type, n.RV, got, want)
+	configMaps := rows.New(&informer.ResourceInfo{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}, nil)
+	for _, p := range []*rows.Printer{nil, configMaps} {
+		for _, qid := range [][]byte{quoteID("s"), quoteID("id \"with\" quotes\n")} {
+			for _, n := range []informer.Notification{
+				{Type: informer.Added, Object: obj, RV: 7},
+				{Type: informer.Modified, Object: obj, RV: 1<<64 - 1},
+				{Type: informer.Deleted, Object: obj, RV: 123456789},
+				{Type: informer.Sync, Object: odd},
+				{Type: informer.EndOfSnapshot, RV: 9},
+				{Type: informer.EndOfSnapshot},
+				{Type: informer.Reset},
+			} {
+				field, body := eventBody(&n, p)
+				if got, want := eventLen(qid, &n, field, body), len(appendEvent(nil, qid, &n, field, body)); got != want {
+					t.Errorf("eventLen(%s, %v rv %d, %s) = %d, want %d", qid, n.Type, n.RV, field, got, want)
+				}
 			}
 		}
 	}
+}
+
+// appendObjectEvent appends the frame of n for a subscription to objects.
+func appendObjectEvent(buf, qid []byte, n *informer.Notification) []byte {
+	field, body := eventBody(n, nil)
+	return appendEvent(buf, qid, n, field, body)
 }
 
 // BenchmarkAppendEvent measures framing one event of a 2 KiB object, the
@@ -183,6 +201,6 @@ func BenchmarkAppendEvent(b *testing.B) {
 			bt.reset()
 		}
 		bt.begin()
-		bt.buf = appendEvent(bt.buf, qid, &n)
+		bt.buf = appendObjectEvent(bt.buf, qid, &n)
 	}
 }

@@ -135,10 +135,17 @@ type frame struct {
 	Resource   *resourceRef      `json:"resource"`
 	Namespaces []string          `json:"namespaces"`
 	Object     json.RawMessage   `json:"object"`
+	Row        json.RawMessage   `json:"row"`
+	Columns    []column          `json:"columns"`
 	Events     []json.RawMessage `json:"events"`
 }
 
 func (f frame) name() string {
+	if f.Row != nil {
+		var r struct{ Name string }
+		_ = json.Unmarshal(f.Row, &r)
+		return r.Name
+	}
 	var o struct {
 		Metadata struct{ Name string } `json:"metadata"`
 	}
@@ -150,7 +157,7 @@ func (f frame) String() string {
 	switch {
 	case f.Status != nil:
 		return fmt.Sprintf("%s %s %d %s", f.Type, f.ID, f.Status.Code, f.Status.Message)
-	case f.Object != nil:
+	case f.Object != nil || f.Row != nil:
 		return fmt.Sprintf("%s %s %s@%s", f.Type, f.ID, f.name(), f.RV)
 	}
 	return fmt.Sprintf("%s %s %s%s", f.Type, f.ID, f.Request, f.Reason)

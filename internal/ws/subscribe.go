@@ -19,6 +19,7 @@ import (
 	"kubegate/internal/apistatus"
 	"kubegate/internal/auth"
 	"kubegate/internal/informer"
+	"kubegate/internal/rows"
 )
 
 // subscription is one subscribe request. Fields are set before it is
@@ -35,7 +36,10 @@ type subscription struct {
 	authz    auth.Request    // what it is authorized as, at subscribe and each re-check
 	decision auth.Decision
 	recheck  *auth.Recheck // set when active; used by the re-check worker only
-	l        listener      // nil while pending
+	// rows, for a subscription with rows ("as": "Table"), computes and
+	// encodes them; nil for objects.
+	rows *rows.Printer
+	l    listener // nil while pending
 	// cancel ends a pending subscribe; nil once active. Guarded by
 	// socket.mu.
 	cancel context.CancelFunc
@@ -134,9 +138,10 @@ func (s *socket) startSubscription(ctx context.Context, sub *subscription) {
 	// request, and no context any more: an idle subscription keeps only
 	// what it needs.
 	sub.info, sub.res, sub.filter, sub.authz, sub.decision, sub.l = p.res.Info, p.res, p.filter, p.authz, p.decision, p.l
+	sub.rows = p.rows
 	sub.recheck = auth.NewRecheck(s.opts.RecheckGrace, s.opts.clock)
 	sub.cancel = nil // the worker cancels the context when it returns
-	s.enqueueLocked(encodeAck(sub.id, typeSubscribe, sub.info, sortedNamespaces(sub.decision)))
+	s.enqueueLocked(encodeAck(sub.id, typeSubscribe, sub.info, sortedNamespaces(sub.decision), columns(sub.rows)))
 	if p.expired {
 		s.enqueueLocked(encodeReset(sub.id, resetExpired))
 		s.srv.metrics.resets.WithLabelValues(resetExpired).Inc()
@@ -153,6 +158,7 @@ type prepared struct {
 	authz    auth.Request
 	decision auth.Decision
 	l        *informer.Listener
+	rows     *rows.Printer // for a subscription with rows
 	// expired: the resume point was older than the history, so the
 	// listener starts with a snapshot behind a RESET instead.
 	expired bool
@@ -191,6 +197,11 @@ func (s *socket) prepare(ctx context.Context, f *clientFrame) (p prepared, err e
 				fmt.Sprintf("the cache of %s did not fill within %s; try again", p.info.GVR.GroupResource(), s.opts.SyncTimeout))}
 		}
 		return p, err
+	}
+	if f.As == asTable {
+		// The columns of the resource as of now; the subscription keeps
+		// them (a CRD's changed printer columns need a new subscription).
+		p.rows = rows.ForResource(ctx, mgr, p.info)
 	}
 	p.l, err = s.listen(p.res, p.filter, p.decision, f, f.ResourceVersion, f.initialEvents())
 	if errors.Is(err, informer.ErrExpired) {
@@ -243,7 +254,7 @@ func (s *socket) unsubscribe(f *clientFrame) {
 		return
 	}
 	delete(s.subs, f.ID)
-	s.enqueueLocked(encodeAck(f.ID, typeUnsubscribe, nil, nil))
+	s.enqueueLocked(encodeAck(f.ID, typeUnsubscribe, nil, nil, nil))
 	cancel, l := sub.cancel, sub.l
 	s.mu.Unlock()
 	if cancel != nil {

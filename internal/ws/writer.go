@@ -260,11 +260,12 @@ func (s *socket) Encode(sub *subscription, n *informer.Notification) error {
 	if n.Type == informer.Ended {
 		return s.resourceGone(sub)
 	}
-	if err := s.makeRoom(eventLen(sub.qid, n)); err != nil {
+	field, body := eventBody(n, sub.rows)
+	if err := s.makeRoom(eventLen(sub.qid, n, field, body)); err != nil {
 		return err
 	}
 	s.sc.batch.begin()
-	s.sc.batch.buf = appendEvent(s.sc.batch.buf, sub.qid, n)
+	s.sc.batch.buf = appendEvent(s.sc.batch.buf, sub.qid, n, field, body)
 	return nil
 }
 

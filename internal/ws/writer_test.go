@@ -62,7 +62,7 @@ func TestBatchesStayWithinMaxBatchBytes(t *testing.T) {
 				}
 				for i, n := range tc.events {
 					ev := eventOfSize(t, quoteID("s"), uint64(i+1), n)
-					frames = append(frames, appendEvent(nil, quoteID("s"), &ev))
+					frames = append(frames, appendObjectEvent(nil, quoteID("s"), &ev))
 					fl.pending = append(fl.pending, ev)
 				}
 				sock.mu.Unlock()
@@ -101,12 +101,12 @@ func TestBatchesStayWithinMaxBatchBytes(t *testing.T) {
 func eventOfSize(t *testing.T, qid []byte, rv uint64, n int) informer.Notification {
 	t.Helper()
 	ev := informer.Notification{Type: informer.Modified, RV: rv, Object: &informer.Object{Raw: []byte(`{"x":""}`)}}
-	pad := n - len(appendEvent(nil, qid, &ev))
+	pad := n - len(appendObjectEvent(nil, qid, &ev))
 	if pad < 0 {
 		t.Fatalf("no event frame is as small as %d bytes", n)
 	}
 	ev.Object.Raw = []byte(`{"x":"` + strings.Repeat("x", pad) + `"}`)
-	if got := len(appendEvent(nil, qid, &ev)); got != n {
+	if got := len(appendObjectEvent(nil, qid, &ev)); got != n {
 		t.Fatalf("event frame of %d bytes, want %d", got, n)
 	}
 	return ev
@@ -281,7 +281,7 @@ func smallEvent(rv uint64) informer.Notification {
 		Object: &informer.Object{Raw: []byte(`{"metadata":{"name":"o` + strconv.FormatUint(rv, 10) + `"}}`)}}
 }
 
-func frameBytes(n informer.Notification) []byte { return appendEvent(nil, quoteID("s"), &n) }
+func frameBytes(n informer.Notification) []byte { return appendObjectEvent(nil, quoteID("s"), &n) }
 
 // expectMessages checks every message the client has read: its bytes and
 // when it arrived.
@@ -383,7 +383,7 @@ func TestEndedListenerEndsItsSubscription(t *testing.T) {
 		}
 		other.push(smallEvent(2))
 		synctest.Wait()
-		want := appendEvent(nil, quoteID("other"), ptr(smallEvent(2)))
+		want := appendObjectEvent(nil, quoteID("other"), ptr(smallEvent(2)))
 		if got := c.received(); len(got) != 2 || !bytes.Equal(got[1].data, want) {
 			t.Fatalf("the other subscription after the end: %d messages, last %s; want %s", len(got), got[len(got)-1].data, want)
 		}

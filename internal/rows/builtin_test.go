@@ -1,4 +1,4 @@
-package httpapi
+package rows
 
 import (
 	"bytes"
@@ -186,33 +186,79 @@ type goldenTableRow struct {
 	Conditions []metav1.TableRowCondition `json:"conditions,omitempty"`
 }
 
-// TestBuiltinTables renders each fixture set with the built-in printers
-// and compares with testdata/tables/<resource>.json (go test -run
-// TestBuiltinTables -update rewrites them).
+// fixtureObjects returns the fixtures of a resource as cached objects.
+func fixtureObjects(t *testing.T, resource string) []*informer.Object {
+	t.Helper()
+	var objs []*informer.Object
+	for _, o := range tableFixtures[resource] {
+		objs = append(objs, cached(t, o))
+	}
+	return objs
+}
+
+// cached returns o as the informer caches it.
+func cached(t *testing.T, o any) *informer.Object {
+	t.Helper()
+	raw, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	return &informer.Object{ObjectMeta: m.Metadata, Raw: raw}
+}
+
+// golden compares got with testdata/<path> (rewritten with -update).
+func golden(t *testing.T, path string, got any) {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // keep <none> readable
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(got); err != nil {
+		t.Fatal(err)
+	}
+	gotJSON := buf.Bytes()
+	path = filepath.Join("testdata", path)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, gotJSON, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), string(gotJSON)); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", path, diff)
+	}
+}
+
+// TestBuiltinTables renders each fixture set with the built-in printers,
+// as a Table shows it at goldenNow, and compares with
+// testdata/tables/<resource>.json (go test -run TestBuiltinTables -update
+// rewrites them).
 func TestBuiltinTables(t *testing.T) {
-	for gvr := range builtinPrinters {
+	for _, gvr := range Builtin() {
 		if _, ok := tableFixtures[gvr.Resource]; !ok {
 			t.Errorf("no fixtures for %s", gvr)
 		}
 	}
-	for gvr := range builtinPrinters {
+	for _, gvr := range Builtin() {
 		t.Run(gvr.Resource, func(t *testing.T) {
-			var objs []*informer.Object
-			for _, o := range tableFixtures[gvr.Resource] {
-				raw, err := json.Marshal(o)
-				if err != nil {
-					t.Fatal(err)
-				}
-				m, _ := rawMetadata(raw)
-				var om metav1.ObjectMeta
-				if err := json.Unmarshal(m, &om); err != nil {
-					t.Fatal(err)
-				}
-				objs = append(objs, &informer.Object{ObjectMeta: om, Raw: raw})
+			p := New(&informer.ResourceInfo{GVR: gvr}, nil)
+			tbl := metav1.Table{ColumnDefinitions: p.Definitions()}
+			for _, o := range fixtureObjects(t, gvr.Resource) {
+				r := p.Row(o)
+				tbl.Rows = append(tbl.Rows, metav1.TableRow{Cells: r.Display(goldenNow), Conditions: r.Conditions})
 			}
-			info := &informer.ResourceInfo{GVR: gvr, Namespaced: gvr.Resource != "nodes" && gvr.Resource != "namespaces"}
-			tbl := buildTable(info, nil, objs, &tableOptions{version: "v1", includeObject: metav1.IncludeNone, namespaceColumn: true},
-				true, goldenNow)
 			// Round-trip through JSON: what clients see.
 			b, err := json.Marshal(tbl)
 			if err != nil {
@@ -236,59 +282,47 @@ func TestBuiltinTables(t *testing.T) {
 				}
 				got.Rows = append(got.Rows, goldenTableRow{Cells: r.Cells, Conditions: r.Conditions})
 			}
-			var buf bytes.Buffer
-			enc := json.NewEncoder(&buf)
-			enc.SetEscapeHTML(false) // keep <none> readable
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(got); err != nil {
-				t.Fatal(err)
-			}
-			gotJSON := buf.Bytes()
-			path := filepath.Join("testdata", "tables", gvr.Resource+".json")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, gotJSON, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if diff := cmp.Diff(string(want), string(gotJSON)); diff != "" {
-				t.Errorf("%s (-want +got):\n%s", path, diff)
-			}
+			golden(t, filepath.Join("tables", gvr.Resource+".json"), got)
 		})
 	}
 }
 
-// TestTableFallsBackToGeneric checks that resources without a printer
-// (and other versions of those with one) keep the generic columns.
-func TestTableFallsBackToGeneric(t *testing.T) {
+// TestGenericRows checks that resources without a printer (and other
+// versions of those with one) get the generic columns, and that an
+// object that does not decode still gets a row naming it.
+func TestGenericRows(t *testing.T) {
 	raw := []byte(`{"kind":"Lease","apiVersion":"coordination.k8s.io/v1","metadata":{"name":"db"}}`)
-	o := &informer.Object{ObjectMeta: metav1.ObjectMeta{Name: "db", CreationTimestamp: ago(time.Hour)}, Raw: raw}
+	o := &informer.Object{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "demo", CreationTimestamp: ago(time.Hour)}, Raw: raw}
 	info := &informer.ResourceInfo{GVR: schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}}
-	tbl := buildTable(info, nil, []*informer.Object{o}, &tableOptions{version: "v1"}, true, goldenNow)
-	var names []string
-	for _, c := range tbl.ColumnDefinitions {
-		names = append(names, c.Name)
+	for _, c := range []struct {
+		p     *Printer
+		names string
+		cells []any
+	}{
+		{New(info, nil), "Name,Age", []any{"db", "60m"}},
+		{New(info, nil).WithNamespace(), "Name,Namespace,Age", []any{"db", "demo", "60m"}},
+		{New(&informer.ResourceInfo{GVR: schema.GroupVersionResource{Version: "v2", Resource: "pods"}}, nil), "Name,Age", []any{"db", "60m"}},
+	} {
+		var names []string
+		for _, col := range c.p.Columns() {
+			names = append(names, col.Name)
+		}
+		if got := c.p.Row(o).Display(goldenNow); strings.Join(names, ",") != c.names || !cmp.Equal(got, c.cells) {
+			t.Errorf("generic row: %v %v, want %s %v", names, got, c.names, c.cells)
+		}
 	}
-	if strings.Join(names, ",") != "Name,Age" || !cmp.Equal(tbl.Rows[0].Cells, []any{"db", "60m"}) {
-		t.Errorf("generic table: %v %v", names, tbl.Rows[0].Cells)
+	if p := New(&informer.ResourceInfo{GVR: schema.GroupVersionResource{Version: "v1", Resource: "pods"}}, nil); p.WithNamespace() != p {
+		t.Error("WithNamespace changed a built-in printer")
 	}
-	// A stored object that does not decode still gets a row naming it.
-	info.GVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+
+	configMaps := New(&informer.ResourceInfo{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}, nil)
 	o.Raw = []byte(`{"kind":"ConfigMap","metadata":{"name":"db"},"data":7}`)
-	tbl = buildTable(info, nil, []*informer.Object{o}, &tableOptions{version: "v1"}, true, goldenNow)
-	if len(tbl.Rows) != 1 || tbl.Rows[0].Cells[0] != "db" || len(tbl.Rows[0].Cells) != len(configMapColumns) {
-		t.Errorf("undecodable row: %v", tbl.Rows)
+	if cells := configMaps.Row(o).Display(goldenNow); cells[0] != "db" || len(cells) != len(configMaps.Columns()) {
+		t.Errorf("undecodable row: %v", cells)
 	}
-	info.GVR = schema.GroupVersionResource{Version: "v1", Resource: "events"}
+	events := New(&informer.ResourceInfo{GVR: schema.GroupVersionResource{Version: "v1", Resource: "events"}}, nil)
 	o.Raw = []byte(`{"kind":"Event","metadata":{"name":"db"},"count":"many"}`)
-	tbl = buildTable(info, nil, []*informer.Object{o}, &tableOptions{version: "v1"}, true, goldenNow)
-	if len(tbl.Rows) != 1 || tbl.Rows[0].Cells[len(eventColumns)-1] != "db" || tbl.Rows[0].Cells[0] != nil {
-		t.Errorf("undecodable event row: %v", tbl.Rows)
+	if cells := events.Row(o).Display(goldenNow); cells[len(cells)-1] != "db" || cells[0] != nil {
+		t.Errorf("undecodable event row: %v", cells)
 	}
 }

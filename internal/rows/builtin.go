@@ -1,4 +1,4 @@
-package httpapi
+package rows
 
 import (
 	"encoding/json"
@@ -15,6 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/duration"
+
+	"kubegate/internal/informer"
+	"kubegate/internal/livequery"
 )
 
 // Table columns of common built-in resources, as kube-apiserver prints
@@ -26,31 +29,32 @@ import (
 // (priority 1) cells; so do these.
 //
 // A printer decodes the stored JSON into the typed object once per row,
-// and only when a Table is asked for; lists and watches in JSON never
+// and only when a row is asked for; lists and watches in JSON never
 // decode.
 
-// rowPrinter renders one object's cells from its stored JSON.
-type rowPrinter struct {
-	columns []metav1.TableColumnDefinition
-	// cells returns the row's cells (one per column) and conditions.
-	cells func(raw []byte, now time.Time) ([]any, []metav1.TableRowCondition, error)
-}
-
-// printer builds a rowPrinter for the typed object T.
-func printer[T any](columns []metav1.TableColumnDefinition, cells func(o *T, now time.Time) ([]any, []metav1.TableRowCondition)) rowPrinter {
-	return rowPrinter{columns: columns, cells: func(raw []byte, now time.Time) ([]any, []metav1.TableRowCondition, error) {
-		o := new(T)
-		if err := json.Unmarshal(raw, o); err != nil {
-			return nil, nil, err
+// printer builds the Printer of the typed object T.
+func printer[T any](columns []Column, cells func(o *T) ([]Cell, []metav1.TableRowCondition)) *Printer {
+	return &Printer{columns: columns, row: func(o *informer.Object) *Row {
+		t := new(T)
+		if err := json.Unmarshal(o.Raw, t); err != nil {
+			// Stored objects come from the apiserver and decode; should
+			// one not, its row still names it.
+			r := &Row{Cells: make([]Cell, len(columns))}
+			for i, c := range columns {
+				if c.Name == "Name" {
+					r.Cells[i] = text(o.Name)
+				}
+			}
+			return r
 		}
-		c, cond := cells(o, now)
-		return c, cond, nil
+		c, cond := cells(t)
+		return &Row{Cells: c, Conditions: cond}
 	}}
 }
 
-// builtinPrinters are the resources with their own columns, by exact
-// group, version and resource.
-var builtinPrinters = map[schema.GroupVersionResource]rowPrinter{
+// builtin are the resources with their own columns, by exact group,
+// version and resource.
+var builtin = map[schema.GroupVersionResource]*Printer{
 	{Version: "v1", Resource: "pods"}:                        printer(podColumns, podCells),
 	{Group: "apps", Version: "v1", Resource: "deployments"}:  printer(deploymentColumns, deploymentCells),
 	{Group: "apps", Version: "v1", Resource: "replicasets"}:  printer(replicaSetColumns, replicaSetCells),
@@ -66,41 +70,43 @@ var builtinPrinters = map[schema.GroupVersionResource]rowPrinter{
 	{Group: "batch", Version: "v1", Resource: "cronjobs"}:    printer(cronJobColumns, cronJobCells),
 }
 
-func col(name, typ string, priority int32, desc string) metav1.TableColumnDefinition {
-	c := metav1.TableColumnDefinition{Name: name, Type: typ, Priority: priority, Description: desc}
+// Builtin lists the resources with built-in printers.
+func Builtin() []schema.GroupVersionResource {
+	gvrs := make([]schema.GroupVersionResource, 0, len(builtin))
+	for gvr := range builtin {
+		gvrs = append(gvrs, gvr)
+	}
+	slices.SortFunc(gvrs, func(a, b schema.GroupVersionResource) int { return strings.Compare(a.String(), b.String()) })
+	return gvrs
+}
+
+func col(name, typ string, priority int32, desc string) Column {
+	c := Column{TableColumnDefinition: metav1.TableColumnDefinition{Name: name, Type: typ, Priority: priority, Description: desc}}
 	if name == "Name" {
 		c.Format = "name"
 	}
 	return c
 }
 
+// relativeCol is a column whose cells may be relative.
+func relativeCol(name, typ string, priority int32, desc string) Column {
+	c := col(name, typ, priority, desc)
+	c.Relative = true
+	return c
+}
+
 var (
 	nameColumnDef = col("Name", "string", 0, metav1.ObjectMeta{}.SwaggerDoc()["name"])
-	ageColumnDef  = col("Age", "string", 0, metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"])
+	ageColumnDef  = relativeCol("Age", "string", 0, metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"])
 )
-
-// since is the apiserver's translateTimestampSince.
-func since(ts metav1.Time, now time.Time) string {
-	if ts.IsZero() {
-		return "<unknown>"
-	}
-	return duration.HumanDuration(now.Sub(ts.Time))
-}
-
-func microSince(ts metav1.MicroTime, now time.Time) string {
-	if ts.IsZero() {
-		return "<unknown>"
-	}
-	return duration.HumanDuration(now.Sub(ts.Time))
-}
 
 // Pods.
 
-var podColumns = []metav1.TableColumnDefinition{
+var podColumns = []Column{
 	nameColumnDef,
 	col("Ready", "string", 0, "The aggregate readiness state of this pod for accepting traffic."),
 	col("Status", "string", 0, "The aggregate status of the containers in this pod."),
-	col("Restarts", "string", 0, "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted."),
+	relativeCol("Restarts", "string", 0, "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted."),
 	ageColumnDef,
 	col("IP", "string", 1, corev1.PodStatus{}.SwaggerDoc()["podIP"]),
 	col("Node", "string", 1, corev1.PodSpec{}.SwaggerDoc()["nodeName"]),
@@ -124,7 +130,7 @@ func podCondition(s *corev1.PodStatus, t corev1.PodConditionType) (corev1.Condit
 // podCells follows the apiserver's printPod: READY counts ready
 // containers (and started restartable init containers), STATUS is the
 // most telling reason, RESTARTS adds when the last restart was.
-func podCells(pod *corev1.Pod, now time.Time) ([]any, []metav1.TableRowCondition) {
+func podCells(pod *corev1.Pod) ([]Cell, []metav1.TableRowCondition) {
 	restarts, sidecarRestarts := 0, 0
 	total := len(pod.Spec.Containers)
 	ready := 0
@@ -243,9 +249,11 @@ func podCells(pod *corev1.Pod, now time.Time) ([]any, []metav1.TableRowCondition
 		reason = "Terminating"
 	}
 
-	restartsCell := strconv.Itoa(restarts)
+	// "2 (5m ago)": the count, and the time since the last restart.
+	restartsCell := count(strconv.Itoa(restarts), int64(restarts))
 	if restarts != 0 && !lastRestart.IsZero() {
-		restartsCell = fmt.Sprintf("%d (%s ago)", restarts, since(lastRestart, now))
+		restartsCell = Cell{Prefix: strconv.Itoa(restarts) + " (", Since: lastRestart.Time, Suffix: " ago)", relative: true,
+			Typed: livequery.Int(int64(restarts))}
 	}
 	ip := "<none>"
 	if len(pod.Status.PodIPs) > 0 && pod.Status.PodIPs[0].IP != "" {
@@ -261,8 +269,9 @@ func podCells(pod *corev1.Pod, now time.Time) ([]any, []metav1.TableRowCondition
 		}
 		gates = fmt.Sprintf("%d/%d", met, n)
 	}
-	return []any{pod.Name, fmt.Sprintf("%d/%d", ready, total), reason, restartsCell, since(pod.CreationTimestamp, now),
-		ip, orNone(pod.Spec.NodeName), orNone(pod.Status.NominatedNodeName), gates}, conds
+	return []Cell{text(pod.Name), count(fmt.Sprintf("%d/%d", ready, total), int64(ready)), text(reason), restartsCell,
+		since(pod.CreationTimestamp.Time), text(ip), text(orNone(pod.Spec.NodeName)), text(orNone(pod.Status.NominatedNodeName)),
+		text(gates)}, conds
 }
 
 func orNone(s string) string {
@@ -274,7 +283,7 @@ func orNone(s string) string {
 
 // Deployments and ReplicaSets.
 
-var deploymentColumns = []metav1.TableColumnDefinition{
+var deploymentColumns = []Column{
 	nameColumnDef,
 	col("Ready", "string", 0, "Number of the pod with ready state"),
 	col("Up-to-date", "string", 0, appsv1.DeploymentStatus{}.SwaggerDoc()["updatedReplicas"]),
@@ -285,7 +294,7 @@ var deploymentColumns = []metav1.TableColumnDefinition{
 	col("Selector", "string", 1, appsv1.DeploymentSpec{}.SwaggerDoc()["selector"]),
 }
 
-func deploymentCells(d *appsv1.Deployment, now time.Time) ([]any, []metav1.TableRowCondition) {
+func deploymentCells(d *appsv1.Deployment) ([]Cell, []metav1.TableRowCondition) {
 	desired := int32(1) // the apiserver's default, for objects stored without it
 	if d.Spec.Replicas != nil {
 		desired = *d.Spec.Replicas
@@ -295,11 +304,12 @@ func deploymentCells(d *appsv1.Deployment, now time.Time) ([]any, []metav1.Table
 		sel = s.String()
 	}
 	names, images := containerCells(d.Spec.Template.Spec.Containers)
-	return []any{d.Name, fmt.Sprintf("%d/%d", d.Status.ReadyReplicas, desired), int64(d.Status.UpdatedReplicas),
-		int64(d.Status.AvailableReplicas), since(d.CreationTimestamp, now), names, images, sel}, nil
+	return []Cell{text(d.Name), count(fmt.Sprintf("%d/%d", d.Status.ReadyReplicas, desired), int64(d.Status.ReadyReplicas)),
+		integer(int64(d.Status.UpdatedReplicas)), integer(int64(d.Status.AvailableReplicas)), since(d.CreationTimestamp.Time),
+		text(names), text(images), text(sel)}, nil
 }
 
-var replicaSetColumns = []metav1.TableColumnDefinition{
+var replicaSetColumns = []Column{
 	nameColumnDef,
 	col("Desired", "integer", 0, appsv1.ReplicaSetSpec{}.SwaggerDoc()["replicas"]),
 	col("Current", "integer", 0, appsv1.ReplicaSetStatus{}.SwaggerDoc()["replicas"]),
@@ -310,14 +320,14 @@ var replicaSetColumns = []metav1.TableColumnDefinition{
 	col("Selector", "string", 1, appsv1.ReplicaSetSpec{}.SwaggerDoc()["selector"]),
 }
 
-func replicaSetCells(rs *appsv1.ReplicaSet, now time.Time) ([]any, []metav1.TableRowCondition) {
+func replicaSetCells(rs *appsv1.ReplicaSet) ([]Cell, []metav1.TableRowCondition) {
 	desired := int32(1)
 	if rs.Spec.Replicas != nil {
 		desired = *rs.Spec.Replicas
 	}
 	names, images := containerCells(rs.Spec.Template.Spec.Containers)
-	return []any{rs.Name, int64(desired), int64(rs.Status.Replicas), int64(rs.Status.ReadyReplicas),
-		since(rs.CreationTimestamp, now), names, images, metav1.FormatLabelSelector(rs.Spec.Selector)}, nil
+	return []Cell{text(rs.Name), integer(int64(desired)), integer(int64(rs.Status.Replicas)), integer(int64(rs.Status.ReadyReplicas)),
+		since(rs.CreationTimestamp.Time), text(names), text(images), text(metav1.FormatLabelSelector(rs.Spec.Selector))}, nil
 }
 
 func containerCells(cs []corev1.Container) (names, images string) {
@@ -331,7 +341,7 @@ func containerCells(cs []corev1.Container) (names, images string) {
 
 // Services.
 
-var serviceColumns = []metav1.TableColumnDefinition{
+var serviceColumns = []Column{
 	nameColumnDef,
 	col("Type", "string", 0, corev1.ServiceSpec{}.SwaggerDoc()["type"]),
 	col("Cluster-IP", "string", 0, corev1.ServiceSpec{}.SwaggerDoc()["clusterIP"]),
@@ -341,7 +351,7 @@ var serviceColumns = []metav1.TableColumnDefinition{
 	col("Selector", "string", 1, corev1.ServiceSpec{}.SwaggerDoc()["selector"]),
 }
 
-func serviceCells(svc *corev1.Service, now time.Time) ([]any, []metav1.TableRowCondition) {
+func serviceCells(svc *corev1.Service) ([]Cell, []metav1.TableRowCondition) {
 	clusterIP := "<none>"
 	if len(svc.Spec.ClusterIPs) > 0 {
 		clusterIP = svc.Spec.ClusterIPs[0]
@@ -353,8 +363,8 @@ func serviceCells(svc *corev1.Service, now time.Time) ([]any, []metav1.TableRowC
 			ports[i] = fmt.Sprintf("%d:%d/%s", p.Port, p.NodePort, p.Protocol)
 		}
 	}
-	return []any{svc.Name, string(svc.Spec.Type), clusterIP, serviceExternalIP(svc), orNone(strings.Join(ports, ",")),
-		since(svc.CreationTimestamp, now), labels.FormatLabels(svc.Spec.Selector)}, nil
+	return []Cell{text(svc.Name), text(string(svc.Spec.Type)), text(clusterIP), text(serviceExternalIP(svc)),
+		text(orNone(strings.Join(ports, ","))), since(svc.CreationTimestamp.Time), text(labels.FormatLabels(svc.Spec.Selector))}, nil
 }
 
 func serviceExternalIP(svc *corev1.Service) string {
@@ -385,36 +395,36 @@ func serviceExternalIP(svc *corev1.Service) string {
 
 // ConfigMaps, Secrets, Namespaces.
 
-var configMapColumns = []metav1.TableColumnDefinition{
+var configMapColumns = []Column{
 	nameColumnDef, col("Data", "string", 0, corev1.ConfigMap{}.SwaggerDoc()["data"]), ageColumnDef,
 }
 
-func configMapCells(cm *corev1.ConfigMap, now time.Time) ([]any, []metav1.TableRowCondition) {
-	return []any{cm.Name, int64(len(cm.Data) + len(cm.BinaryData)), since(cm.CreationTimestamp, now)}, nil
+func configMapCells(cm *corev1.ConfigMap) ([]Cell, []metav1.TableRowCondition) {
+	return []Cell{text(cm.Name), integer(int64(len(cm.Data) + len(cm.BinaryData))), since(cm.CreationTimestamp.Time)}, nil
 }
 
-var secretColumns = []metav1.TableColumnDefinition{
+var secretColumns = []Column{
 	nameColumnDef,
 	col("Type", "string", 0, corev1.Secret{}.SwaggerDoc()["type"]),
 	col("Data", "string", 0, corev1.Secret{}.SwaggerDoc()["data"]),
 	ageColumnDef,
 }
 
-func secretCells(s *corev1.Secret, now time.Time) ([]any, []metav1.TableRowCondition) {
-	return []any{s.Name, string(s.Type), int64(len(s.Data)), since(s.CreationTimestamp, now)}, nil
+func secretCells(s *corev1.Secret) ([]Cell, []metav1.TableRowCondition) {
+	return []Cell{text(s.Name), text(string(s.Type)), integer(int64(len(s.Data))), since(s.CreationTimestamp.Time)}, nil
 }
 
-var namespaceColumns = []metav1.TableColumnDefinition{
+var namespaceColumns = []Column{
 	nameColumnDef, col("Status", "string", 0, "The status of the namespace"), ageColumnDef,
 }
 
-func namespaceCells(ns *corev1.Namespace, now time.Time) ([]any, []metav1.TableRowCondition) {
-	return []any{ns.Name, string(ns.Status.Phase), since(ns.CreationTimestamp, now)}, nil
+func namespaceCells(ns *corev1.Namespace) ([]Cell, []metav1.TableRowCondition) {
+	return []Cell{text(ns.Name), text(string(ns.Status.Phase)), since(ns.CreationTimestamp.Time)}, nil
 }
 
 // Nodes.
 
-var nodeColumns = []metav1.TableColumnDefinition{
+var nodeColumns = []Column{
 	nameColumnDef,
 	col("Status", "string", 0, "The status of the node"),
 	col("Roles", "string", 0, "The roles of the node"),
@@ -427,7 +437,7 @@ var nodeColumns = []metav1.TableColumnDefinition{
 	col("Container-Runtime", "string", 1, corev1.NodeSystemInfo{}.SwaggerDoc()["containerRuntimeVersion"]),
 }
 
-func nodeCells(n *corev1.Node, now time.Time) ([]any, []metav1.TableRowCondition) {
+func nodeCells(n *corev1.Node) ([]Cell, []metav1.TableRowCondition) {
 	var status []string
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
@@ -478,41 +488,41 @@ func nodeCells(n *corev1.Node, now time.Time) ([]any, []metav1.TableRowCondition
 		}
 		return s
 	}
-	return []any{n.Name, strings.Join(status, ","), orNone(strings.Join(roles, ",")), since(n.CreationTimestamp, now),
-		info.KubeletVersion, address(corev1.NodeInternalIP), address(corev1.NodeExternalIP), unknown(info.OSImage),
-		kernel, unknown(info.ContainerRuntimeVersion)}, nil
+	return []Cell{text(n.Name), text(strings.Join(status, ",")), text(orNone(strings.Join(roles, ","))), since(n.CreationTimestamp.Time),
+		text(info.KubeletVersion), text(address(corev1.NodeInternalIP)), text(address(corev1.NodeExternalIP)), text(unknown(info.OSImage)),
+		text(kernel), text(unknown(info.ContainerRuntimeVersion))}, nil
 }
 
 // Events (core/v1).
 
-var eventColumns = []metav1.TableColumnDefinition{
-	col("Last Seen", "string", 0, corev1.Event{}.SwaggerDoc()["lastTimestamp"]),
+var eventColumns = []Column{
+	relativeCol("Last Seen", "string", 0, corev1.Event{}.SwaggerDoc()["lastTimestamp"]),
 	col("Type", "string", 0, corev1.Event{}.SwaggerDoc()["type"]),
 	col("Reason", "string", 0, corev1.Event{}.SwaggerDoc()["reason"]),
 	col("Object", "string", 0, corev1.Event{}.SwaggerDoc()["involvedObject"]),
 	col("Subobject", "string", 1, corev1.ObjectReference{}.SwaggerDoc()["fieldPath"]),
 	col("Source", "string", 1, corev1.Event{}.SwaggerDoc()["source"]),
 	col("Message", "string", 0, corev1.Event{}.SwaggerDoc()["message"]),
-	col("First Seen", "string", 1, corev1.Event{}.SwaggerDoc()["firstTimestamp"]),
+	relativeCol("First Seen", "string", 1, corev1.Event{}.SwaggerDoc()["firstTimestamp"]),
 	col("Count", "string", 1, corev1.Event{}.SwaggerDoc()["count"]),
 	col("Name", "string", 1, metav1.ObjectMeta{}.SwaggerDoc()["name"]),
 }
 
-func eventCells(e *corev1.Event, now time.Time) ([]any, []metav1.TableRowCondition) {
-	first := since(e.FirstTimestamp, now)
+func eventCells(e *corev1.Event) ([]Cell, []metav1.TableRowCondition) {
+	first := since(e.FirstTimestamp.Time)
 	if e.FirstTimestamp.IsZero() {
-		first = microSince(e.EventTime, now)
+		first = since(e.EventTime.Time)
 	}
-	last := since(e.LastTimestamp, now)
+	last := since(e.LastTimestamp.Time)
 	if e.LastTimestamp.IsZero() {
 		last = first
 	}
-	count := e.Count
+	n := e.Count
 	if e.Series != nil {
-		last = microSince(e.Series.LastObservedTime, now)
-		count = e.Series.Count
-	} else if count == 0 {
-		count = 1 // singleton events of the events.k8s.io API have none
+		last = since(e.Series.LastObservedTime.Time)
+		n = e.Series.Count
+	} else if n == 0 {
+		n = 1 // singleton events of the events.k8s.io API have none
 	}
 	target := strings.ToLower(e.InvolvedObject.Kind)
 	if e.InvolvedObject.Name != "" {
@@ -529,13 +539,13 @@ func eventCells(e *corev1.Event, now time.Time) ([]any, []metav1.TableRowConditi
 	if instance != "" {
 		source += ", " + instance
 	}
-	return []any{last, e.Type, e.Reason, target, e.InvolvedObject.FieldPath, source, strings.TrimSpace(e.Message),
-		first, int64(count), e.Name}, nil
+	return []Cell{last, text(e.Type), text(e.Reason), text(target), text(e.InvolvedObject.FieldPath), text(source),
+		text(strings.TrimSpace(e.Message)), first, integer(int64(n)), text(e.Name)}, nil
 }
 
 // StatefulSets and DaemonSets.
 
-var statefulSetColumns = []metav1.TableColumnDefinition{
+var statefulSetColumns = []Column{
 	nameColumnDef,
 	col("Ready", "string", 0, "Number of the pod with ready state"),
 	ageColumnDef,
@@ -543,17 +553,17 @@ var statefulSetColumns = []metav1.TableColumnDefinition{
 	col("Images", "string", 1, "Images referenced by each container in the template."),
 }
 
-func statefulSetCells(ss *appsv1.StatefulSet, now time.Time) ([]any, []metav1.TableRowCondition) {
+func statefulSetCells(ss *appsv1.StatefulSet) ([]Cell, []metav1.TableRowCondition) {
 	desired := int32(1)
 	if ss.Spec.Replicas != nil {
 		desired = *ss.Spec.Replicas
 	}
 	names, images := containerCells(ss.Spec.Template.Spec.Containers)
-	return []any{ss.Name, fmt.Sprintf("%d/%d", ss.Status.ReadyReplicas, desired), since(ss.CreationTimestamp, now),
-		names, images}, nil
+	return []Cell{text(ss.Name), count(fmt.Sprintf("%d/%d", ss.Status.ReadyReplicas, desired), int64(ss.Status.ReadyReplicas)),
+		since(ss.CreationTimestamp.Time), text(names), text(images)}, nil
 }
 
-var daemonSetColumns = []metav1.TableColumnDefinition{
+var daemonSetColumns = []Column{
 	nameColumnDef,
 	col("Desired", "integer", 0, appsv1.DaemonSetStatus{}.SwaggerDoc()["desiredNumberScheduled"]),
 	col("Current", "integer", 0, appsv1.DaemonSetStatus{}.SwaggerDoc()["currentNumberScheduled"]),
@@ -567,28 +577,29 @@ var daemonSetColumns = []metav1.TableColumnDefinition{
 	col("Selector", "string", 1, appsv1.DaemonSetSpec{}.SwaggerDoc()["selector"]),
 }
 
-func daemonSetCells(ds *appsv1.DaemonSet, now time.Time) ([]any, []metav1.TableRowCondition) {
+func daemonSetCells(ds *appsv1.DaemonSet) ([]Cell, []metav1.TableRowCondition) {
 	st := ds.Status
 	names, images := containerCells(ds.Spec.Template.Spec.Containers)
-	return []any{ds.Name, int64(st.DesiredNumberScheduled), int64(st.CurrentNumberScheduled), int64(st.NumberReady),
-		int64(st.UpdatedNumberScheduled), int64(st.NumberAvailable), labels.FormatLabels(ds.Spec.Template.Spec.NodeSelector),
-		since(ds.CreationTimestamp, now), names, images, metav1.FormatLabelSelector(ds.Spec.Selector)}, nil
+	return []Cell{text(ds.Name), integer(int64(st.DesiredNumberScheduled)), integer(int64(st.CurrentNumberScheduled)),
+		integer(int64(st.NumberReady)), integer(int64(st.UpdatedNumberScheduled)), integer(int64(st.NumberAvailable)),
+		text(labels.FormatLabels(ds.Spec.Template.Spec.NodeSelector)), since(ds.CreationTimestamp.Time), text(names), text(images),
+		text(metav1.FormatLabelSelector(ds.Spec.Selector))}, nil
 }
 
 // Jobs and CronJobs.
 
-var jobColumns = []metav1.TableColumnDefinition{
+var jobColumns = []Column{
 	nameColumnDef,
 	col("Status", "string", 0, "Status of the job."),
 	col("Completions", "string", 0, batchv1.JobStatus{}.SwaggerDoc()["succeeded"]),
-	col("Duration", "string", 0, "Time required to complete the job."),
+	relativeCol("Duration", "string", 0, "Time required to complete the job."),
 	ageColumnDef,
 	col("Containers", "string", 1, "Names of each container in the template."),
 	col("Images", "string", 1, "Images referenced by each container in the template."),
 	col("Selector", "string", 1, batchv1.JobSpec{}.SwaggerDoc()["selector"]),
 }
 
-func jobCells(j *batchv1.Job, now time.Time) ([]any, []metav1.TableRowCondition) {
+func jobCells(j *batchv1.Job) ([]Cell, []metav1.TableRowCondition) {
 	var completions string
 	switch {
 	case j.Spec.Completions != nil:
@@ -598,13 +609,17 @@ func jobCells(j *batchv1.Job, now time.Time) ([]any, []metav1.TableRowCondition)
 	default:
 		completions = fmt.Sprintf("%d/1", j.Status.Succeeded)
 	}
-	var took string
+	// A finished job took a fixed time (it sorts as seconds); a running
+	// one counts from its start (it sorts as the start time).
+	var took Cell
 	switch {
 	case j.Status.StartTime == nil:
+		took = Cell{Value: ""}
 	case j.Status.CompletionTime == nil:
-		took = duration.HumanDuration(now.Sub(j.Status.StartTime.Time))
+		took = Cell{Since: j.Status.StartTime.Time, relative: true, Typed: livequery.Time(j.Status.StartTime.Time)}
 	default:
-		took = duration.HumanDuration(j.Status.CompletionTime.Sub(j.Status.StartTime.Time))
+		d := j.Status.CompletionTime.Sub(j.Status.StartTime.Time)
+		took = Cell{Value: duration.HumanDuration(d), Typed: livequery.Int(int64(d / time.Second))}
 	}
 	has := func(t batchv1.JobConditionType) bool {
 		for _, c := range j.Status.Conditions {
@@ -632,27 +647,27 @@ func jobCells(j *batchv1.Job, now time.Time) ([]any, []metav1.TableRowCondition)
 		status = "Running"
 	}
 	names, images := containerCells(j.Spec.Template.Spec.Containers)
-	return []any{j.Name, status, completions, took, since(j.CreationTimestamp, now), names, images,
-		metav1.FormatLabelSelector(j.Spec.Selector)}, nil
+	return []Cell{text(j.Name), text(status), count(completions, int64(j.Status.Succeeded)), took, since(j.CreationTimestamp.Time),
+		text(names), text(images), text(metav1.FormatLabelSelector(j.Spec.Selector))}, nil
 }
 
-var cronJobColumns = []metav1.TableColumnDefinition{
+var cronJobColumns = []Column{
 	nameColumnDef,
 	col("Schedule", "string", 0, batchv1.CronJobSpec{}.SwaggerDoc()["schedule"]),
 	col("Timezone", "string", 0, batchv1.CronJobSpec{}.SwaggerDoc()["timeZone"]),
 	col("Suspend", "boolean", 0, batchv1.CronJobSpec{}.SwaggerDoc()["suspend"]),
 	col("Active", "integer", 0, batchv1.CronJobStatus{}.SwaggerDoc()["active"]),
-	col("Last Schedule", "string", 0, batchv1.CronJobStatus{}.SwaggerDoc()["lastScheduleTime"]),
+	relativeCol("Last Schedule", "string", 0, batchv1.CronJobStatus{}.SwaggerDoc()["lastScheduleTime"]),
 	ageColumnDef,
 	col("Containers", "string", 1, "Names of each container in the template."),
 	col("Images", "string", 1, "Images referenced by each container in the template."),
 	col("Selector", "string", 1, batchv1.JobSpec{}.SwaggerDoc()["selector"]),
 }
 
-func cronJobCells(cj *batchv1.CronJob, now time.Time) ([]any, []metav1.TableRowCondition) {
-	last := "<none>"
+func cronJobCells(cj *batchv1.CronJob) ([]Cell, []metav1.TableRowCondition) {
+	last := Cell{Value: "<none>"} // never scheduled: missing when sorted
 	if cj.Status.LastScheduleTime != nil {
-		last = since(*cj.Status.LastScheduleTime, now)
+		last = since(cj.Status.LastScheduleTime.Time)
 	}
 	tz := "<none>"
 	if cj.Spec.TimeZone != nil {
@@ -667,6 +682,6 @@ func cronJobCells(cj *batchv1.CronJob, now time.Time) ([]any, []metav1.TableRowC
 	}
 	tmpl := cj.Spec.JobTemplate.Spec
 	names, images := containerCells(tmpl.Template.Spec.Containers)
-	return []any{cj.Name, cj.Spec.Schedule, tz, suspend, int64(len(cj.Status.Active)), last, since(cj.CreationTimestamp, now),
-		names, images, metav1.FormatLabelSelector(tmpl.Selector)}, nil
+	return []Cell{text(cj.Name), text(cj.Spec.Schedule), text(tz), text(suspend), integer(int64(len(cj.Status.Active))), last,
+		since(cj.CreationTimestamp.Time), text(names), text(images), text(metav1.FormatLabelSelector(tmpl.Selector))}, nil
 }
