@@ -151,10 +151,12 @@ type fakeListener struct {
 }
 
 // end ends the listener as its resource going away does: Ended after
-// what it holds, and err from Err.
-func (l *fakeListener) end(err error) {
+// what it holds and before (queued with it, under one wake, so the writer
+// cannot flush them apart), and err from Err.
+func (l *fakeListener) end(err error, before ...informer.Notification) {
 	l.mu.Lock()
 	l.err = err
+	l.pending = append(l.pending, before...)
 	l.pending = append(l.pending, informer.Notification{Type: informer.Ended})
 	l.mu.Unlock()
 	l.wake()

@@ -365,8 +365,7 @@ func TestEndedListenerEndsItsSubscription(t *testing.T) {
 		fl := sock.subscribeFake("s")
 		other := sock.subscribeFake("other")
 		gvr := schema.GroupVersionResource{Group: "test.kubegate.io", Version: "v1", Resource: "gizmos"}
-		fl.push(smallEvent(1))
-		fl.end(&informer.ResourceGoneError{GVR: gvr})
+		fl.end(&informer.ResourceGoneError{GVR: gvr}, smallEvent(1))
 		synctest.Wait()
 
 		st := apistatus.New(404, metav1.StatusReasonNotFound, "gizmos.test.kubegate.io is no longer served by the apiserver (test.kubegate.io/v1)")
