@@ -363,11 +363,13 @@ export class KubegateClient extends Emitter {
     sock.onopen = () => {
       if (this.#sock !== sock) return;
       opened = true;
-      this.#setState("open", {});
+      // Timers are set before the status event: a listener that calls
+      // close() or setToken() clears them.
       this.#healthyTimer = setTimeout(() => {
         this.#healthyTimer = 0;
         this.#attempt = 0;
       }, this.#backoff.resetAfterMs);
+      this.#setState("open", {});
       for (const sub of this.#subs.values()) this.#sendSubscribe(sub);
     };
     sock.onmessage = (m) => {
@@ -408,11 +410,11 @@ export class KubegateClient extends Emitter {
     const delayMs = backoffDelay(throttled ? Infinity : this.#attempt, this.#backoff, this.#random);
     this.#attempt++;
     this.stats.reconnects++;
-    this.#setState("reconnecting", { ...detail, delayMs });
     this.#reconnectTimer = setTimeout(() => {
       this.#reconnectTimer = 0;
       this.#open();
     }, delayMs);
+    this.#setState("reconnecting", { ...detail, delayMs });
   }
 
   // probeHandshake asks the endpoint over plain HTTP(S), with the same

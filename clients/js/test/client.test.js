@@ -393,6 +393,22 @@ test("rows: a subscription with as Table keeps rows by key, with the ack's colum
   assert.deepEqual(last().subscribes()[0], { type: "subscribe", id: sub.id, resource: "pods", namespace: "ns", as: "Table", resourceVersion: "13" });
 });
 
+test("close() from a status listener stops the client, whatever the state it is told of", async (t) => {
+  for (const state of ["connecting", "open", "reconnecting"]) await t.test(state, (t) => {
+    const { client, last } = setup(t);
+    client.on("status", (s) => {
+      if (s.state === state) client.close();
+    });
+    client.connect();
+    last().open();
+    last().drop();
+    const n = FakeSocket.all.length;
+    t.mock.timers.tick(DEFAULT_BACKOFF.resetAfterMs + DEFAULT_BACKOFF.maxMs);
+    assert.equal(client.state, "closed", `close() on ${state}`);
+    assert.equal(FakeSocket.all.length, n, `a new socket after close() on ${state}`);
+  });
+});
+
 test("a listener that throws does not stop the others, and its exception is reported", (t) => {
   const { client, last } = setup(t);
   const sub = client.subscribe({ resource: "configmaps" });
