@@ -35,8 +35,8 @@ export declare function backoffDelay(attempt: number, backoff?: Partial<Backoff>
 /** The subprotocol carrying token: the prefix and the token in unpadded base64url. */
 export declare function tokenProtocol(token: string): string;
 
-/** "namespace/name", or "name" for a cluster-scoped object. */
-export declare function objectKey(object: KubeObject): string;
+/** "namespace/name", or "name" for a cluster-scoped object (or row). */
+export declare function objectKey(object: KubeObject | Row): string;
 
 /** An object as the apiserver serves it (metadata.managedFields stripped). */
 export interface KubeObject {
@@ -49,6 +49,45 @@ export interface KubeObject {
     [field: string]: unknown;
   };
   [field: string]: unknown;
+}
+
+/**
+ * A row, what a subscription with "as": "Table" receives in place of each
+ * object (docs/protocol.md, "Rows").
+ */
+export interface Row {
+  name: string;
+  /** Absent for cluster-scoped resources. */
+  namespace?: string;
+  resourceVersion: string;
+  uid: string;
+  /** One per column of the ack, in order. */
+  cells: Cell[];
+  /** The Table row conditions, such as Completed for a finished pod. */
+  conditions?: { type: string; status: string; reason?: string; message?: string }[];
+}
+
+/** A cell: shown as it is, or a RelativeCell. */
+export type Cell = string | number | boolean | null | RelativeCell;
+
+/** A cell shown as prefix + the time from since to now as kubectl writes it + suffix. */
+export interface RelativeCell {
+  /** An RFC 3339 time. */
+  since: string;
+  prefix?: string;
+  suffix?: string;
+}
+
+/** A column of a subscription with rows, from its ack. */
+export interface Column {
+  name: string;
+  type: string;
+  format: string;
+  description: string;
+  /** 1 for the columns kubectl -o wide adds. */
+  priority: number;
+  /** The column's cells may be RelativeCells. */
+  relative?: boolean;
 }
 
 /** A Kubernetes metav1.Status, as in error frames and refused handshakes. */
@@ -78,9 +117,11 @@ export interface Frame {
   id?: string;
   rv?: string;
   object?: KubeObject;
+  row?: Row;
   request?: "subscribe" | "unsubscribe";
   resource?: ResourceInfo;
   namespaces?: string[];
+  columns?: Column[];
   status?: Status;
   ended?: boolean;
   reason?: string;
@@ -103,6 +144,8 @@ export interface SubscribeRequest {
   resourceVersion?: string;
   /** Default true. false: live changes only, no snapshot. */
   sendInitialEvents?: boolean;
+  /** "Table": rows instead of objects (Subscription.objects holds Rows). */
+  as?: "Table";
   /** Other fields are sent as they are. */
   [field: string]: unknown;
 }
@@ -122,12 +165,14 @@ export interface ConnectionStatus {
   error?: unknown;
 }
 
-export interface ObjectEvent {
+/** T is Row for a subscription with "as": "Table". */
+export interface ObjectEvent<T extends KubeObject | Row = KubeObject> {
   type: "ADDED" | "MODIFIED" | "DELETED" | "SYNC";
   key: string;
-  object: KubeObject;
+  /** The frame's object, or its row. */
+  object: T;
   /** What objects held under key before. */
-  previous: KubeObject | undefined;
+  previous: T | undefined;
   rv: string;
   /** A change after the snapshot (false for the snapshot's ADDED frames and for SYNC). */
   live: boolean;
@@ -156,14 +201,14 @@ export interface ClientErrorEvent {
   error?: unknown;
 }
 
-export interface SubscriptionEvents {
+export interface SubscriptionEvents<T extends KubeObject | Row = KubeObject> {
   ack: Frame;
-  added: ObjectEvent;
-  modified: ObjectEvent;
-  deleted: ObjectEvent;
-  sync: ObjectEvent;
+  added: ObjectEvent<T>;
+  modified: ObjectEvent<T>;
+  deleted: ObjectEvent<T>;
+  sync: ObjectEvent<T>;
   /** Every ADDED, MODIFIED, DELETED and SYNC. */
-  change: ObjectEvent;
+  change: ObjectEvent<T>;
   reset: ResetEvent;
   synced: { rv: string };
   error: SubscriptionErrorEvent;
@@ -181,22 +226,27 @@ export interface ClientEvents {
 
 export type SubscriptionState = "pending" | "subscribing" | "active" | "retrying" | "ended";
 
-export type SubscriptionHandlers = { [E in keyof SubscriptionEvents]?: (ev: SubscriptionEvents[E]) => void };
+export type SubscriptionHandlers<T extends KubeObject | Row = KubeObject> = {
+  [E in keyof SubscriptionEvents<T>]?: (ev: SubscriptionEvents<T>[E]) => void;
+};
 
-export declare class Subscription {
+/** T is Row for a subscription with "as": "Table". */
+export declare class Subscription<T extends KubeObject | Row = KubeObject> {
   private constructor();
   readonly id: string;
   readonly request: Readonly<Omit<SubscribeRequest, "id" | "resourceVersion">>;
-  /** The current objects by objectKey. */
-  readonly objects: ReadonlyMap<string, KubeObject>;
+  /** The current objects (rows for "as": "Table") by objectKey. */
+  readonly objects: ReadonlyMap<string, T>;
   /** The resume point; "" when none. */
   readonly rv: string;
   readonly synced: boolean;
   readonly state: SubscriptionState;
   readonly resource: ResourceInfo | null;
   readonly namespaces: string[] | null;
-  on<E extends keyof SubscriptionEvents>(type: E, fn: (ev: SubscriptionEvents[E]) => void): () => void;
-  off<E extends keyof SubscriptionEvents>(type: E, fn: (ev: SubscriptionEvents[E]) => void): void;
+  /** The columns of a subscription with rows, from the ack; null for objects. */
+  readonly columns: Column[] | null;
+  on<E extends keyof SubscriptionEvents<T>>(type: E, fn: (ev: SubscriptionEvents<T>[E]) => void): () => void;
+  off<E extends keyof SubscriptionEvents<T>>(type: E, fn: (ev: SubscriptionEvents<T>[E]) => void): void;
   unsubscribe(): void;
 }
 
@@ -242,6 +292,7 @@ export declare class KubegateClient {
   connect(): void;
   close(code?: number, reason?: string): void;
   setToken(token: ClientOptions["token"]): void;
+  subscribe(request: SubscribeRequest & { as: "Table" }, handlers?: SubscriptionHandlers<Row>): Subscription<Row>;
   subscribe(request: SubscribeRequest, handlers?: SubscriptionHandlers): Subscription;
   dispatch(frame: Frame): void;
   on<E extends keyof ClientEvents>(type: E, fn: (ev: ClientEvents[E]) => void): () => void;

@@ -78,10 +78,11 @@ export function tokenProtocol(token) {
 /**
  * objectKey is the key of an object in Subscription.objects:
  * "namespace/name", or "name" for a cluster-scoped object, as client-go's
- * MetaNamespaceKeyFunc.
+ * MetaNamespaceKeyFunc. A row (a subscription with "as": "Table") carries
+ * its name and namespace at the top and has the key of its object.
  */
 export function objectKey(object) {
-  const m = object.metadata || {};
+  const m = object.metadata || object;
   return m.namespace ? `${m.namespace}/${m.name}` : m.name;
 }
 
@@ -141,7 +142,7 @@ export class Subscription extends Emitter {
     this.id = id;
     /** The subscribe request's fields, without id and resourceVersion. */
     this.request = request;
-    /** The current objects by objectKey. */
+    /** The current objects (rows for "as": "Table") by objectKey. */
     this.objects = new Map();
     /** The resume point: the rv of the last END_OF_SNAPSHOT or live event processed; "" when none. */
     this.rv = "";
@@ -153,6 +154,8 @@ export class Subscription extends Emitter {
     this.resource = null;
     /** The namespaces a cluster-wide subscription was narrowed to (from the ack), or null. */
     this.namespaces = null;
+    /** The columns of a subscription with rows ("as": "Table"), from the ack; null for objects. */
+    this.columns = null;
     this[INTERNAL] = {
       client,
       sentOn: null, // the socket the subscribe went out on; frames from others are not this subscription's
@@ -360,11 +363,13 @@ export class KubegateClient extends Emitter {
     sock.onopen = () => {
       if (this.#sock !== sock) return;
       opened = true;
-      this.#setState("open", {});
+      // Timers are set before the status event: a listener that calls
+      // close() or setToken() clears them.
       this.#healthyTimer = setTimeout(() => {
         this.#healthyTimer = 0;
         this.#attempt = 0;
       }, this.#backoff.resetAfterMs);
+      this.#setState("open", {});
       for (const sub of this.#subs.values()) this.#sendSubscribe(sub);
     };
     sock.onmessage = (m) => {
@@ -405,11 +410,11 @@ export class KubegateClient extends Emitter {
     const delayMs = backoffDelay(throttled ? Infinity : this.#attempt, this.#backoff, this.#random);
     this.#attempt++;
     this.stats.reconnects++;
-    this.#setState("reconnecting", { ...detail, delayMs });
     this.#reconnectTimer = setTimeout(() => {
       this.#reconnectTimer = 0;
       this.#open();
     }, delayMs);
+    this.#setState("reconnecting", { ...detail, delayMs });
   }
 
   // probeHandshake asks the endpoint over plain HTTP(S), with the same
@@ -575,24 +580,28 @@ export class KubegateClient extends Emitter {
     sub[INTERNAL].started = true;
     sub.resource = f.resource || null;
     sub.namespaces = f.namespaces || null;
+    sub.columns = f.columns || null;
     sub[INTERNAL].attempt = 0;
     // Without a snapshot, what follows the ack is live.
     if (sub.request.sendInitialEvents === false) sub.synced = true;
     emit(sub, "ack", f);
   }
 
+  // objectEvent applies an event to the subscription's objects: the
+  // frame's object, or its row for a subscription with rows.
   #objectEvent(f) {
     const sub = this.#current(f.id);
-    if (!sub || !f.object) return;
-    const key = objectKey(f.object);
+    const object = f.object ?? f.row;
+    if (!sub || !object || typeof object !== "object") return;
+    const key = objectKey(object);
     const previous = sub.objects.get(key);
     if (f.type === "DELETED") sub.objects.delete(key);
-    else sub.objects.set(key, f.object);
+    else sub.objects.set(key, object);
     // A snapshot's ADDED frames come in no resourceVersion order and SYNC
     // is not a change: neither is a resume point (docs/protocol.md).
     const live = sub.synced && f.type !== "SYNC";
     if (live) sub.rv = f.rv;
-    const ev = { type: f.type, key, object: f.object, previous, rv: f.rv, live };
+    const ev = { type: f.type, key, object, previous, rv: f.rv, live };
     emit(sub, f.type.toLowerCase(), ev);
     emit(sub, "change", ev);
   }

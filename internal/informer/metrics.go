@@ -1,6 +1,8 @@
 package informer
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -110,7 +112,10 @@ var staleDesc = prometheus.NewDesc("kubegate_cache_stale_seconds",
 	[]string{"group", "resource"}, nil)
 
 // staleCollector exports kubegate_cache_stale_seconds for every started
-// resource.
+// resource. Its labels are the other per-resource metrics' (group and
+// resource, no version), so versions of one resource cached side by side
+// share a series, which shows the stalest of them: a registry refuses
+// two series with the same labels and fails the whole scrape.
 type staleCollector struct{ m *Manager }
 
 func (c staleCollector) Describe(ch chan<- *prometheus.Desc) { ch <- staleDesc }
@@ -118,9 +123,13 @@ func (c staleCollector) Describe(ch chan<- *prometheus.Desc) { ch <- staleDesc }
 func (c staleCollector) Collect(ch chan<- prometheus.Metric) {
 	h := c.m.opts.health
 	global, _ := h.stale()
+	stale := map[schema.GroupResource]time.Duration{}
 	for _, r := range c.m.started() {
 		d, _ := h.staleResource(resourcePath(r.Info.GVR))
-		ch <- prometheus.MustNewConstMetric(staleDesc, prometheus.GaugeValue, max(d, global).Seconds(),
-			r.Info.GVR.Group, r.Info.GVR.Resource)
+		gr := r.Info.GVR.GroupResource()
+		stale[gr] = max(stale[gr], d, global)
+	}
+	for gr, d := range stale {
+		ch <- prometheus.MustNewConstMetric(staleDesc, prometheus.GaugeValue, d.Seconds(), gr.Group, gr.Resource)
 	}
 }

@@ -361,6 +361,54 @@ test("sendInitialEvents false: live from the ack; resourceVersion given: resumes
   assert.equal(resumed.rv, "81");
 });
 
+test("rows: a subscription with as Table keeps rows by key, with the ack's columns, and resumes from them", (t) => {
+  const { client, last } = setup(t);
+  const sub = client.subscribe({ resource: "pods", namespace: "ns", as: "Table" });
+  const nodes = client.subscribe({ resource: "nodes", as: "Table", sendInitialEvents: false });
+  const events = collect(sub);
+  client.connect();
+  last().open();
+  assert.deepEqual(last().subscribes()[0], { type: "subscribe", id: sub.id, resource: "pods", namespace: "ns", as: "Table" });
+  const columns = [{ name: "Name", type: "string", format: "name", description: "", priority: 0 },
+    { name: "Age", type: "string", format: "", description: "", priority: 0, relative: true }];
+  const row = (name, rv, ns = "ns") => ({ name, ...(ns ? { namespace: ns } : {}), resourceVersion: rv, uid: `uid-${name}`,
+    cells: [name, { since: "2026-01-02T03:04:05Z" }] });
+  const rowEv = (type, id, r) => ({ type, id, rv: r.resourceVersion, row: r });
+  last().receive({ ...ack(sub.id), columns }, rowEv("ADDED", sub.id, row("a", "7")), rowEv("ADDED", sub.id, row("b", "9")),
+    { type: "END_OF_SNAPSHOT", id: sub.id, rv: "10" });
+  assert.deepEqual(sub.columns, columns);
+  assert.deepEqual([...sub.objects.keys()].sort(), ["ns/a", "ns/b"]);
+  last().receive(rowEv("MODIFIED", sub.id, row("a", "12")), rowEv("DELETED", sub.id, row("b", "13")));
+  assert.deepEqual(events, ["ADDED ns/a 7 snapshot", "ADDED ns/b 9 snapshot", "synced 10", "MODIFIED ns/a 12", "DELETED ns/b 13"]);
+  assert.deepEqual(sub.objects.get("ns/a"), row("a", "12"));
+  assert.equal(sub.rv, "13");
+  // Cluster-scoped rows have no namespace.
+  last().receive({ ...ack(nodes.id), columns }, rowEv("ADDED", nodes.id, row("node-1", "20", "")));
+  assert.deepEqual([...nodes.objects.keys()], ["node-1"]);
+  assert.equal(nodes.rv, "20");
+
+  last().drop();
+  t.mock.timers.tick(DEFAULT_BACKOFF.initialMs);
+  last().open();
+  assert.deepEqual(last().subscribes()[0], { type: "subscribe", id: sub.id, resource: "pods", namespace: "ns", as: "Table", resourceVersion: "13" });
+});
+
+test("close() from a status listener stops the client, whatever the state it is told of", async (t) => {
+  for (const state of ["connecting", "open", "reconnecting"]) await t.test(state, (t) => {
+    const { client, last } = setup(t);
+    client.on("status", (s) => {
+      if (s.state === state) client.close();
+    });
+    client.connect();
+    last().open();
+    last().drop();
+    const n = FakeSocket.all.length;
+    t.mock.timers.tick(DEFAULT_BACKOFF.resetAfterMs + DEFAULT_BACKOFF.maxMs);
+    assert.equal(client.state, "closed", `close() on ${state}`);
+    assert.equal(FakeSocket.all.length, n, `a new socket after close() on ${state}`);
+  });
+});
+
 test("a listener that throws does not stop the others, and its exception is reported", (t) => {
   const { client, last } = setup(t);
   const sub = client.subscribe({ resource: "configmaps" });
@@ -383,6 +431,7 @@ test("helpers", () => {
   assert.equal(tokenProtocol("a+b/c?"), "base64url.bearer.authorization.k8s.io.YStiL2M_");
   assert.equal(objectKey({ metadata: { name: "n", namespace: "ns" } }), "ns/n");
   assert.equal(objectKey({ metadata: { name: "node-1" } }), "node-1");
+  assert.equal(objectKey({ name: "n", namespace: "ns", cells: [] }), "ns/n");
   assert.throws(() => new Subscription(), TypeError);
   assert.throws(() => new KubegateClient("ftp://x/ws", { WebSocket: FakeSocket }), TypeError);
   assert.throws(() => new KubegateClient("ws://x/ws", { WebSocket: "none" }), /WebSocket/);

@@ -335,3 +335,24 @@ it("refused subscribes are error events; the socket keeps working", async (t) =>
   assert.deepEqual([...good.objects.keys()], [`${ns}/a`]);
   assert.equal(client.state, "open");
 });
+
+it("rows: a subscription with as Table keeps the rows, keyed as objects, and follows changes", async (t) => {
+  const ns = await namespace(t);
+  await createCM(ns, "a", { k: "v" });
+  const client = newClient(t);
+  const sub = client.subscribe({ resource: "configmaps", namespace: ns, as: "Table" });
+  const events = record(sub);
+  client.connect();
+  await until(client, "snapshot", () => sub.synced);
+  assert.deepEqual(sub.columns.map((c) => c.name), ["Name", "Data", "Age"]);
+  assert.deepEqual([...sub.objects.keys()], [`${ns}/a`]);
+  const a = sub.objects.get(`${ns}/a`);
+  assert.deepEqual(a.cells.slice(0, 2), ["a", 1]);
+  assert.ok(a.cells[2].since, "Age is not a relative cell");
+
+  const b = await createCM(ns, "b");
+  await until(client, "the new row", () => sub.objects.has(`${ns}/b`), () => JSON.stringify(events));
+  assert.equal(sub.rv, b.metadata.resourceVersion);
+  assert.deepEqual(events, [`ADDED ${ns}/a snapshot`, "synced", `ADDED ${ns}/b`]);
+  assert.deepEqual([...sub.objects.values()].map((r) => `${r.namespace}/${r.name}@${r.resourceVersion}`).sort(), await listState(ns));
+});

@@ -16,7 +16,7 @@ test("every value the declarations name is exported, and every export is declare
 
 // members returns the members declared in the body of class name.
 function members(name) {
-  const body = new RegExp(`^export declare class ${name} \\{\\n([\\s\\S]*?)^\\}`, "m").exec(dts);
+  const body = new RegExp(`^export declare class ${name}(?:<[^\\n]*>)? \\{\\n([\\s\\S]*?)^\\}`, "m").exec(dts);
   assert.ok(body, `class ${name} not found in kubegate.d.ts`);
   const out = [];
   for (const line of body[1].split("\n")) {
