@@ -90,6 +90,13 @@ const LISTENERS = Symbol("listeners");
 const INTERNAL = Symbol("internal"); // a Subscription's bookkeeping, and the constructor's guard
 const UNSUBSCRIBE = Symbol("unsubscribe");
 
+// cancelTimer clears a timer if one is set: timer fields hold 0 when none
+// is, and a clearTimeout of 0 is not a no-op everywhere (Node 18's mock
+// timers drop the next timer due).
+function cancelTimer(timer) {
+  if (timer) clearTimeout(timer);
+}
+
 const now = () => (globalThis.performance ? globalThis.performance.now() : Date.now());
 
 // Emitter is the event half of the client and of a subscription: on(type,
@@ -243,7 +250,7 @@ export class KubegateClient extends Emitter {
    */
   connect() {
     if (this.#state === "connecting" || this.#state === "open") return;
-    clearTimeout(this.#reconnectTimer);
+    cancelTimer(this.#reconnectTimer);
     this.#reconnectTimer = 0;
     if (this.#state !== "reconnecting") this.#attempt = 0;
     this.#open();
@@ -255,7 +262,7 @@ export class KubegateClient extends Emitter {
    */
   close(code = 1000, reason = "client closed") {
     this.#gen++;
-    clearTimeout(this.#reconnectTimer);
+    cancelTimer(this.#reconnectTimer);
     this.#reconnectTimer = 0;
     this.#abandon(code, reason);
     this.#setState("closed", {});
@@ -269,7 +276,7 @@ export class KubegateClient extends Emitter {
   setToken(token) {
     this.#token = token;
     if (this.#state === "idle" || this.#state === "closed") return;
-    clearTimeout(this.#reconnectTimer);
+    cancelTimer(this.#reconnectTimer);
     this.#reconnectTimer = 0;
     this.#abandon(1000, "new token");
     this.#attempt = 0;
@@ -322,7 +329,7 @@ export class KubegateClient extends Emitter {
     if (this.#subs.get(sub.id) !== sub) return;
     this.#subs.delete(sub.id);
     const internal = sub[INTERNAL];
-    clearTimeout(internal.timer);
+    cancelTimer(internal.timer);
     internal.timer = 0;
     if (internal.sentOn && internal.sentOn === this.#sock && this.#send({ type: "unsubscribe", id: sub.id })) {
       this.#closing.add(sub.id);
@@ -442,7 +449,7 @@ export class KubegateClient extends Emitter {
     } catch {
       return null;
     } finally {
-      clearTimeout(timer);
+      cancelTimer(timer);
     }
   }
 
@@ -463,12 +470,12 @@ export class KubegateClient extends Emitter {
   // subscriptions with it, so each waits to be sent on the next one.
   #dropSocket() {
     this.#sock = null;
-    clearTimeout(this.#healthyTimer);
+    cancelTimer(this.#healthyTimer);
     this.#healthyTimer = 0;
     this.#closing.clear();
     for (const sub of this.#subs.values()) {
       const internal = sub[INTERNAL];
-      clearTimeout(internal.timer);
+      cancelTimer(internal.timer);
       internal.timer = 0;
       internal.sentOn = null;
       sub.state = "pending";
