@@ -207,8 +207,17 @@ func (p *pauser) hook(f *feeder) {
 	p.armed = false
 	p.mu.Unlock()
 	if armed {
-		p.at <- f
-		<-gate
+		// Released, or Tables stopping (a test that failed while the
+		// feeder was held).
+		select {
+		case p.at <- f:
+		case <-f.ts.ctx.Done():
+			return
+		}
+		select {
+		case <-gate:
+		case <-f.ts.ctx.Done():
+		}
 	}
 }
 
