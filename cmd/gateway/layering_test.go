@@ -26,6 +26,8 @@ func TestLayering(t *testing.T) {
 		{"../../internal/informer", []string{"kubegate/internal/auth", "kubegate/internal/apistatus",
 			"kubegate/internal/http", "kubegate/internal/ws", "kubegate/internal/webhook", "kubegate/internal/sink"},
 			"the cache knows nothing of its consumers"},
+		{"../../internal/livequery", []string{"kubegate/internal/informer"},
+			"the window engine is a library; package livequery/feed feeds it from the informer"},
 		{"../../internal/sink", []string{"kubegate/internal/auth", "kubegate/internal/apistatus",
 			"kubegate/internal/http", "kubegate/internal/ws", "kubegate/internal/webhook"},
 			"the sinks share the pop step; it knows none of them"},

@@ -9,7 +9,9 @@
 // Data comes from one feeder per resource, the goroutine that applies
 // the informer's ordered changes: Table.Upsert, Table.Delete and
 // Table.Replace (a relist's net effect), each with the resourceVersion
-// it brings the table to. A Row is an object as the table needs it:
+// it brings the table to; Table.SetVersion when the resource progressed
+// with no change (a bookmark); Table.End when the resource is gone, after
+// which windows report Window.Err once popped and nothing changes. A Row is an object as the table needs it:
 // namespace, name, labels, selectable fields, creation time, typed cells
 // for the table's columns, and an opaque payload.
 //

@@ -75,6 +75,8 @@ type Table struct {
 	wakes []*Window
 	// seed varies the trees' priority sequences.
 	seed uint64
+	// err is set by End: the table's data source is gone for good.
+	err error
 }
 
 // NewTable returns an empty table.
@@ -110,6 +112,10 @@ func (t *Table) Version() uint64 {
 // goroutine that feeds the table the resource's changes in order.
 func (t *Table) Upsert(r *Row, rv uint64) {
 	t.mu.Lock()
+	if t.err != nil {
+		t.mu.Unlock()
+		return
+	}
 	t.setVersionLocked(rv)
 	nr := newRow(r)
 	old := t.rows[nr.key]
@@ -126,6 +132,10 @@ func (t *Table) Upsert(r *Row, rv uint64) {
 // Deleting a row the table does not hold changes nothing.
 func (t *Table) Delete(namespace, name string, rv uint64) {
 	t.mu.Lock()
+	if t.err != nil {
+		t.mu.Unlock()
+		return
+	}
 	t.setVersionLocked(rv)
 	key := (&Row{Namespace: namespace, Name: name}).Key()
 	old := t.rows[key]
@@ -143,6 +153,10 @@ func (t *Table) Delete(namespace, name string, rv uint64) {
 // windows receive the net effect.
 func (t *Table) Replace(rows []*Row, rv uint64) {
 	t.mu.Lock()
+	if t.err != nil {
+		t.mu.Unlock()
+		return
+	}
 	t.setVersionLocked(rv)
 	keep := make(map[string]*row, len(rows))
 	for _, r := range rows {
@@ -166,10 +180,50 @@ func (t *Table) Replace(rows []*Row, rv uint64) {
 	t.unlockAndWake()
 }
 
+// SetVersion records that the table reflects resourceVersion rv, with no
+// change of its own (a bookmark, or changes that do not concern the
+// table): the next Pop returns it. It wakes nobody, as no window has
+// anything new to apply.
+func (t *Table) SetVersion(rv uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.setVersionLocked(rv)
+}
+
+// End records that the table will receive no more changes, because of
+// err (for example, its resource is no longer served), and wakes every
+// window's consumer. A window's consumer pops what it still holds and
+// then finds Window.Err set: the window is over, and Open fails with
+// err from then on. Changes applied after End are ignored. The first
+// End wins.
+func (t *Table) End(err error) {
+	t.mu.Lock()
+	if t.err != nil || err == nil {
+		t.mu.Unlock()
+		return
+	}
+	t.err = err
+	for _, x := range t.indexes {
+		for _, v := range x.views {
+			t.wakes = append(t.wakes, v.windows...)
+		}
+	}
+	t.unlockAndWake()
+}
+
+// Err returns the error End recorded, or nil.
+func (t *Table) Err() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.err
+}
+
 // setVersionLocked records rv as the version of the state being built.
 // Versions only move forward. Caller must hold t.mu.
 func (t *Table) setVersionLocked(rv uint64) {
-	t.rv = max(t.rv, rv)
+	if t.err == nil {
+		t.rv = max(t.rv, rv)
+	}
 }
 
 // changeLocked applies one row's change (old or nr nil for an insertion

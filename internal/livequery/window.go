@@ -96,7 +96,7 @@ type Query struct {
 	Filter Filter
 	Range  Range
 	// Wake, if set, is called when the window has operations to pop and
-	// had none. It is called after the table's lock is released, from the
+	// had none, and when the table ends (see Table.End). It is called after the table's lock is released, from the
 	// goroutine that changed the table; it must not block.
 	Wake func()
 }
@@ -156,7 +156,7 @@ type scratchOp struct {
 }
 
 // Open returns a window on the rows that match q.Filter, in q.Sort order,
-// at q.Range. The indexes it needs are built on first use and shared with
+// at q.Range, or the table's error once it has ended (see Table.End). The indexes it needs are built on first use and shared with
 // the windows that sort and filter alike. Its first Pop returns its rows
 // (as inserts) and an OpCount; no wake announces them, so the caller pops
 // once after Open.
@@ -166,6 +166,9 @@ func (t *Table) Open(q Query) (*Window, error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.err != nil {
+		return nil, t.err
+	}
 	x, err := t.indexLocked(q.Sort)
 	if err != nil {
 		return nil, &InvalidQueryError{Field: "sort", Err: err}
@@ -430,6 +433,15 @@ func (w *Window) Move(r Range) ([]Op, uint64, error) {
 		at(rank-from, rank)
 	}
 	return w.countLocked(buf), w.t.rv, nil
+}
+
+// Err returns, once the table has ended (see Table.End), why: the
+// window receives nothing after what Pop has returned so far. A
+// consumer woken checks it after popping. Nil while the table is live.
+func (w *Window) Err() error {
+	w.t.mu.Lock()
+	defer w.t.mu.Unlock()
+	return w.t.err
 }
 
 // Rows returns the window's rows as of now, in O(log n + limit).
