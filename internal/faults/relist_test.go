@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -378,6 +379,51 @@ type write struct {
 	deleted bool
 }
 
+// withDeleteVersions returns writes with the version of each delete,
+// which the apiserver does not return to the client, read from its own
+// watch history from the first write on. A delete's version cannot be
+// guessed from the create after it: other writes (leases, say) may come
+// between, and a relist may list at the delete's version itself, so that
+// the delete is in the list and the create is the first change after it.
+func withDeleteVersions(t *testing.T, cs kubernetes.Interface, ns string, writes []write) []write {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: strconv.FormatUint(writes[0].rv, 10)})
+	if err != nil {
+		t.Fatalf("watch from the first write: %v", err)
+	}
+	defer w.Stop()
+	var deletes []uint64 // of c0..c19 (not gone), in order
+	for last := writes[len(writes)-1].rv; ; {
+		ev, ok := <-w.ResultChan()
+		if !ok {
+			t.Fatal("the watch from the first write ended before the last write")
+		}
+		cm, isCM := ev.Object.(*corev1.ConfigMap)
+		if !isCM {
+			t.Fatalf("watch from the first write: %s %v", ev.Type, ev.Object)
+		}
+		rv, _ := strconv.ParseUint(cm.ResourceVersion, 10, 64)
+		if ev.Type == watch.Deleted && strings.HasPrefix(cm.Name, "c") {
+			deletes = append(deletes, rv)
+		}
+		if rv >= last {
+			break
+		}
+	}
+	out := slices.Clone(writes)
+	for i := range out {
+		if out[i].deleted {
+			if len(deletes) == 0 {
+				t.Fatalf("more deletes written than the apiserver's watch shows")
+			}
+			out[i].rv, deletes = deletes[0], deletes[1:]
+		}
+	}
+	return out
+}
+
 // writeBurst makes changes to the config maps c0..c19 of ns as fast as
 // the apiserver takes them: mostly updates, and every 25th change deletes
 // an object and creates it again; *written holds those made so far. mid
@@ -614,9 +660,11 @@ func TestRelistUnderLoad(t *testing.T) {
 		}
 	}
 	var wantReplay []write
-	for i, w := range writes {
-		// A delete belongs after the relist if the create after it does.
-		if w.rv > listRV || w.deleted && i+1 < len(writes) && writes[i+1].rv > listRV {
+	for _, w := range withDeleteVersions(t, cs, ns, writes) {
+		if w.rv > listRV {
+			if w.deleted {
+				w.rv = 0 // as replayed is recorded
+			}
 			wantReplay = append(wantReplay, w)
 		}
 	}
