@@ -20,8 +20,9 @@ import (
 type Column struct {
 	metav1.TableColumnDefinition
 	// Relative marks a column whose cells may be relative (see Cell):
-	// ages, times since, running durations.
-	Relative bool
+	// ages, times since, running durations. The JSON form is the
+	// WebSocket ack's column: the definition's fields, and "relative".
+	Relative bool `json:"relative,omitempty"`
 }
 
 // Cell is one cell of a row, computed from an object version alone: a
@@ -115,15 +116,6 @@ func (r *Row) Display(now time.Time) []any {
 	out := make([]any, len(r.Cells))
 	for i := range r.Cells {
 		out[i] = r.Cells[i].Display(now)
-	}
-	return out
-}
-
-// Typed returns the row's cells as typed values, in column order.
-func (r *Row) Typed() []livequery.Value {
-	out := make([]livequery.Value, len(r.Cells))
-	for i := range r.Cells {
-		out[i] = r.Cells[i].Typed
 	}
 	return out
 }

@@ -252,36 +252,22 @@ type resourceRef struct {
 }
 
 type ackFrame struct {
-	Type       string       `json:"type"`
-	ID         string       `json:"id"`
-	Request    string       `json:"request"`
-	Resource   *resourceRef `json:"resource,omitempty"`
-	Namespaces []string     `json:"namespaces,omitempty"`
-	Columns    []column     `json:"columns,omitempty"`
+	Type       string        `json:"type"`
+	ID         string        `json:"id"`
+	Request    string        `json:"request"`
+	Resource   *resourceRef  `json:"resource,omitempty"`
+	Namespaces []string      `json:"namespaces,omitempty"`
+	Columns    []rows.Column `json:"columns,omitempty"`
 }
 
-// column is a row column in the ack of a subscription with rows: the
-// Table column definition, and whether its cells may be relative to the
-// time they are shown at.
-type column struct {
-	Name        string `json:"name"`
-	Type        string `json:"type"`
-	Format      string `json:"format"`
-	Description string `json:"description"`
-	Priority    int32  `json:"priority"`
-	Relative    bool   `json:"relative,omitempty"`
-}
-
-func columns(p *rows.Printer) []column {
+// columns returns the row columns of a subscription with rows (p not
+// nil) for its ack: each Table column definition, and whether its cells
+// may be relative (rows.Column).
+func columns(p *rows.Printer) []rows.Column {
 	if p == nil {
 		return nil
 	}
-	cols := make([]column, len(p.Columns()))
-	for i, c := range p.Columns() {
-		cols[i] = column{Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description, Priority: c.Priority,
-			Relative: c.Relative}
-	}
-	return cols
+	return p.Columns()
 }
 
 type errorFrame struct {
@@ -305,7 +291,7 @@ const (
 	resetReauthorized = "Reauthorized"
 )
 
-func encodeAck(id, request string, info *informer.ResourceInfo, namespaces []string, cols []column) []byte {
+func encodeAck(id, request string, info *informer.ResourceInfo, namespaces []string, cols []rows.Column) []byte {
 	f := ackFrame{Type: "ack", ID: id, Request: request, Namespaces: namespaces, Columns: cols}
 	if info != nil {
 		f.Resource = &resourceRef{Group: info.GVR.Group, Version: info.GVR.Version, Resource: info.GVR.Resource,

@@ -140,6 +140,17 @@ type frame struct {
 	Events     []json.RawMessage `json:"events"`
 }
 
+// column is a row column in the ack of a subscription with rows, as
+// docs/protocol.md describes it.
+type column struct {
+	Name        string `json:"name"`
+	Type        string `json:"type"`
+	Format      string `json:"format"`
+	Description string `json:"description"`
+	Priority    int32  `json:"priority"`
+	Relative    bool   `json:"relative"`
+}
+
 func (f frame) name() string {
 	if f.Row != nil {
 		var r struct{ Name string }
