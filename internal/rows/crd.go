@@ -127,23 +127,24 @@ func number(f float64, integer bool) livequery.Value {
 	return livequery.Quantity(q)
 }
 
-// CRDColumns returns the additionalPrinterColumns of a custom resource's
-// version, read from the cached CustomResourceDefinition, with that
-// object (nil for none): nil for built-in resources, CRDs without
-// columns, or when CRDs cannot be read.
-func CRDColumns(ctx context.Context, mgr *informer.Manager, info *informer.ResourceInfo) ([]PrinterColumn, *informer.Object) {
+// crdOf returns the cached CustomResourceDefinition of a custom
+// resource, or nil for built-in resources, or when CRDs cannot be read.
+func crdOf(ctx context.Context, mgr *informer.Manager, info *informer.ResourceInfo) *informer.Object {
 	if !strings.Contains(info.GVR.Group, ".") || strings.HasSuffix(info.GVR.Group, ".k8s.io") {
-		return nil, nil
+		return nil
 	}
 	crds, err := mgr.Resource(ctx, "customresourcedefinitions.apiextensions.k8s.io")
 	if err != nil || crds.WaitForSync(ctx) != nil {
-		return nil, nil
+		return nil
 	}
-	o, ok := crds.Get("", info.GVR.Resource+"."+info.GVR.Group)
-	if !ok {
-		return nil, nil
-	}
-	var crd struct {
+	o, _ := crds.Get("", info.GVR.Resource+"."+info.GVR.Group)
+	return o
+}
+
+// printerColumns returns the additionalPrinterColumns of version in a
+// CustomResourceDefinition, nil for none.
+func printerColumns(crd *informer.Object, version string) []PrinterColumn {
+	var def struct {
 		Spec struct {
 			Versions []struct {
 				Name    string          `json:"name"`
@@ -151,15 +152,15 @@ func CRDColumns(ctx context.Context, mgr *informer.Manager, info *informer.Resou
 			} `json:"versions"`
 		} `json:"spec"`
 	}
-	if json.Unmarshal(o.Raw, &crd) != nil {
-		return nil, o
+	if json.Unmarshal(crd.Raw, &def) != nil {
+		return nil
 	}
-	for _, v := range crd.Spec.Versions {
-		if v.Name == info.GVR.Version {
-			return v.Columns, o
+	for _, v := range def.Spec.Versions {
+		if v.Name == version {
+			return v.Columns
 		}
 	}
-	return nil, o
+	return nil
 }
 
 // printerKey keys a CRD version's printer on the CRD object.
@@ -170,16 +171,24 @@ type printerKey struct{ version string }
 var generic = New(&informer.ResourceInfo{}, nil)
 
 // ForResource returns the printer of a resource as New does, with its
-// CRD's columns (CRDColumns). The printer is shared by every caller for
-// the same resource and CRD version, so rows it encodes (Encoded) are
-// shared too; a change to the CRD gives a new printer to new callers.
+// CRD's printer columns. The printer is kept with the CRD object
+// (Object.Derive), so the CRD is decoded once per CRD version, not per
+// request, and the printer is shared by every caller for the same
+// resource and CRD version: rows it encodes (Encoded) are shared too. A
+// change to the CRD gives a new printer to new callers.
 func ForResource(ctx context.Context, mgr *informer.Manager, info *informer.ResourceInfo) *Printer {
 	if p, ok := builtin[info.GVR]; ok {
 		return p
 	}
-	cols, crd := CRDColumns(ctx, mgr, info)
-	if crd == nil || len(cols) == 0 {
+	crd := crdOf(ctx, mgr, info)
+	if crd == nil {
 		return generic
 	}
-	return crd.Derive(printerKey{info.GVR.Version}, func(*informer.Object) any { return New(info, cols) }).(*Printer)
+	return crd.Derive(printerKey{info.GVR.Version}, func(o *informer.Object) any {
+		cols := printerColumns(o, info.GVR.Version)
+		if len(cols) == 0 {
+			return generic
+		}
+		return New(info, cols)
+	}).(*Printer)
 }
