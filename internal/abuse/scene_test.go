@@ -52,8 +52,21 @@ func startBystander(t *testing.T, g *gateway) *bystander {
 		t.Fatal(err)
 	}
 	b.c.expect(t, "ack", "counter")
-	b.c.expect(t, "ADDED", "counter")
-	b.c.expect(t, "END_OF_SNAPSHOT", "counter")
+	// The gateway's cache may not hold the object just created yet: it
+	// comes in the snapshot or, right after it, as a live ADDED.
+	for added, synced := false, false; !added || !synced; {
+		f, err := b.c.next(ctx)
+		switch {
+		case err != nil:
+			t.Fatalf("waiting for the counter's ADDED and END_OF_SNAPSHOT: %v", err)
+		case f.ID == "counter" && f.Type == "ADDED" && !added:
+			added = true
+		case f.ID == "counter" && f.Type == "END_OF_SNAPSHOT" && !synced:
+			synced = true
+		default:
+			t.Fatalf("got %v, want the counter's ADDED and END_OF_SNAPSHOT", f)
+		}
+	}
 
 	go func() {
 		defer close(b.reader)
