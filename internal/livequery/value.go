@@ -61,6 +61,15 @@ func Time(t time.Time) Value {
 	return Value{kind: KindTime, i: t.UnixNano()}
 }
 
+// UnixNano returns a time value as Unix nanoseconds, and 0 for a value
+// of another kind.
+func (v Value) UnixNano() int64 {
+	if v.kind != KindTime {
+		return 0
+	}
+	return v.i
+}
+
 // Kind returns v's kind.
 func (v Value) Kind() Kind { return v.kind }
 

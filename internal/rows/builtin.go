@@ -88,10 +88,11 @@ func col(name, typ string, priority int32, desc string) Column {
 	return c
 }
 
-// relativeCol is a column whose cells may be relative.
+// relativeCol is a column whose cells may be relative, and whose typed
+// values are the times they count from (Column.Age).
 func relativeCol(name, typ string, priority int32, desc string) Column {
 	c := col(name, typ, priority, desc)
-	c.Relative = true
+	c.Relative, c.Age = true, true
 	return c
 }
 
@@ -106,7 +107,8 @@ var podColumns = []Column{
 	nameColumnDef,
 	col("Ready", "string", 0, "The aggregate readiness state of this pod for accepting traffic."),
 	col("Status", "string", 0, "The aggregate status of the containers in this pod."),
-	relativeCol("Restarts", "string", 0, "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted."),
+	// Restarts sorts by its typed value, the count.
+	{TableColumnDefinition: col("Restarts", "string", 0, "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.").TableColumnDefinition, Relative: true},
 	ageColumnDef,
 	col("IP", "string", 1, corev1.PodStatus{}.SwaggerDoc()["podIP"]),
 	col("Node", "string", 1, corev1.PodSpec{}.SwaggerDoc()["nodeName"]),

@@ -39,12 +39,12 @@ func New(info *informer.ResourceInfo, cols []PrinterColumn) *Printer {
 		Format: "name", Description: "Name must be unique within a namespace."}}}
 	for _, c := range cols {
 		columns = append(columns, Column{TableColumnDefinition: metav1.TableColumnDefinition{Name: c.Name, Type: c.Type,
-			Format: c.Format, Description: c.Description, Priority: c.Priority}, Relative: c.Type == "date"})
+			Format: c.Format, Description: c.Description, Priority: c.Priority}, Relative: c.Type == "date", Age: c.Type == "date"})
 	}
 	age := !ageColumn(cols)
 	if age {
 		columns = append(columns, Column{TableColumnDefinition: metav1.TableColumnDefinition{Name: "Age", Type: "string",
-			Description: "Time since the object was created."}, Relative: true})
+			Description: "Time since the object was created."}, Relative: true, Age: true})
 	}
 	parsed := make([]*jsonpath.JSONPath, len(cols))
 	for i, c := range cols {

@@ -23,6 +23,10 @@ type Column struct {
 	// ages, times since, running durations. The JSON form is the
 	// WebSocket ack's column: the definition's fields, and "relative".
 	Relative bool `json:"relative,omitempty"`
+	// Age marks a column whose cells show the time since their typed
+	// value (ages, times since, running durations): sorted ascending, it
+	// shows the youngest first, the reverse of its typed values.
+	Age bool `json:"-"`
 }
 
 // Cell is one cell of a row, computed from an object version alone: a

@@ -13,7 +13,8 @@
 //	                                            └─▶ livequery.Windows
 //
 // Rows are built once per change by a RowFunc (MetadataRow by default),
-// chosen per resource with the Table's options by Options.Schema.
+// chosen per resource with the Table's options by Options.Schema, which
+// also gives the table data its windows hand out (Window.Data).
 //
 // Tables is the registry. The first Open for a resource waits for its
 // cache to sync, attaches the listener and starts the feeder; Open

@@ -37,6 +37,18 @@ func MetadataRow(o *informer.Object) (*livequery.Row, error) {
 	}, nil
 }
 
+// Schema is how one resource's table is built.
+type Schema struct {
+	// Table configures the table: its columns, sort keys and bounds.
+	Table livequery.Options
+	// Row builds the row of each object; nil is MetadataRow.
+	Row RowFunc
+	// Data is kept with the table for its windows' consumers
+	// (Window.Data): for example what encodes a row's cells, which must
+	// be the one that computed them.
+	Data any
+}
+
 // ErrStopped wraps informer.ErrStopped (503, "the gateway is shutting
 // down"): Open once Tables has stopped, and the end of the tables it
 // held.
@@ -45,10 +57,11 @@ var ErrStopped = fmt.Errorf("live tables stopped: %w", informer.ErrStopped)
 // Options configures Tables. The zero value is usable.
 type Options struct {
 	// Schema returns a resource's table options (columns, sort keys,
-	// bounds) and the function building its rows. It is called when a
-	// resource's table is created. Default: livequery's zero Options and
-	// MetadataRow.
-	Schema func(*informer.ResourceInfo) (livequery.Options, RowFunc)
+	// bounds), the function building its rows and what its windows'
+	// consumers need to show them (Schema.Data). It is called, with no
+	// lock held, when a resource's table is about to be created.
+	// Default: livequery's zero Options and MetadataRow.
+	Schema func(*informer.ResourceInfo) Schema
 	// IdleGrace is how long a table outlives its last window, so that a
 	// consumer switching sort orders or reconnecting does not rebuild it.
 	// Default 30s.
@@ -69,7 +82,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.Schema == nil {
-		o.Schema = func(*informer.ResourceInfo) (livequery.Options, RowFunc) { return livequery.Options{}, MetadataRow }
+		o.Schema = func(*informer.ResourceInfo) Schema { return Schema{Row: MetadataRow} }
 	}
 	if o.IdleGrace <= 0 {
 		o.IdleGrace = 30 * time.Second
@@ -134,9 +147,13 @@ func (ts *Tables) Start(ctx context.Context) error {
 // table: the last Close of a resource's windows starts its idle grace.
 type Window struct {
 	*livequery.Window
+	data    any
 	once    sync.Once
 	release func()
 }
+
+// Data returns the Schema.Data of the window's table.
+func (w *Window) Data() any { return w.data }
 
 // Close detaches the window and releases its table. Safe to call more
 // than once.
@@ -178,37 +195,56 @@ func (ts *Tables) Open(ctx context.Context, r *informer.Resource, q livequery.Qu
 		ts.release(f)
 		return nil, err
 	}
-	return &Window{Window: lw, release: func() { ts.release(f) }}, nil
+	return &Window{Window: lw, data: f.data, release: func() { ts.release(f) }}, nil
 }
 
 // acquire returns r's feeder with one more reference, starting it if
-// there is none.
+// there is none. The schema of a new table is computed with no lock
+// held: it may read other resources.
 func (ts *Tables) acquire(r *informer.Resource) (*feeder, error) {
+	if f, err := ts.acquireExisting(r); f != nil || err != nil {
+		return f, err
+	}
+	sch := ts.opts.Schema(r.Info)
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	if ts.stopped {
-		return nil, ErrStopped
-	}
-	gvr := r.Info.GVR
-	if f := ts.feeders[gvr]; f != nil && f.res == r {
-		f.refs++
-		f.kick()
-		return f, nil
+	if f, err := ts.acquireExistingLocked(r); f != nil || err != nil {
+		return f, err // started meanwhile by another Open
 	}
 	// None, or one on a resource that has ended and come back, whose
 	// feeder is about to see its end: it is replaced.
-	f, err := ts.newFeeder(r)
+	f, err := ts.newFeeder(r, sch)
 	if err != nil {
 		return nil, err
 	}
 	f.refs = 1
-	ts.feeders[gvr] = f
+	ts.feeders[r.Info.GVR] = f
 	ts.wg.Add(1)
 	go func() {
 		defer ts.wg.Done()
 		f.run(ts.ctx)
 	}()
 	return f, nil
+}
+
+func (ts *Tables) acquireExisting(r *informer.Resource) (*feeder, error) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.acquireExistingLocked(r)
+}
+
+// acquireExistingLocked returns r's running feeder with one more
+// reference, or nil. Caller must hold ts.mu.
+func (ts *Tables) acquireExistingLocked(r *informer.Resource) (*feeder, error) {
+	if ts.stopped {
+		return nil, ErrStopped
+	}
+	if f := ts.feeders[r.Info.GVR]; f != nil && f.res == r {
+		f.refs++
+		f.kick()
+		return f, nil
+	}
+	return nil, nil
 }
 
 // release drops one reference to f; the feeder starts its idle grace at
@@ -264,6 +300,7 @@ type feeder struct {
 	res   *informer.Resource
 	table *livequery.Table
 	row   RowFunc
+	data  any // Schema.Data
 	log   *zap.Logger
 
 	// refs counts the windows (and Opens under way) holding the table.
@@ -294,13 +331,16 @@ type feeder struct {
 const popChunk = 1024
 
 // newFeeder attaches a feeder's listener to r. Caller must hold ts.mu.
-func (ts *Tables) newFeeder(r *informer.Resource) (*feeder, error) {
-	topts, row := ts.opts.Schema(r.Info)
+func (ts *Tables) newFeeder(r *informer.Resource, sch Schema) (*feeder, error) {
+	if sch.Row == nil {
+		sch.Row = MetadataRow
+	}
 	f := &feeder{
 		ts:          ts,
 		res:         r,
-		table:       livequery.NewTable(topts),
-		row:         row,
+		table:       livequery.NewTable(sch.Table),
+		row:         sch.Row,
+		data:        sch.Data,
 		log:         ts.log.With(zap.String("resource", r.Info.GVR.String())),
 		wake:        make(chan struct{}, 1),
 		refsChanged: make(chan struct{}, 1),

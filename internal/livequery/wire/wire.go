@@ -1,0 +1,280 @@
+// Package wire is live windows as clients spell them: the sort, order,
+// text filter and range parameters that WebSocket window subscriptions
+// and REST's sorted lists share, the cursor tokens that keep a place in
+// a sort order, and the table schema of a resource, built from the
+// printer that serves its rows.
+package wire
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"kubegate/internal/informer"
+	"kubegate/internal/livequery"
+	"kubegate/internal/livequery/feed"
+	"kubegate/internal/rows"
+)
+
+// Metadata sort keys every resource supports.
+const (
+	SortName      = "metadata.name"
+	SortNamespace = "metadata.namespace"
+	SortCreated   = "metadata.creationTimestamp"
+)
+
+// DefaultSort is the sort of a window that names none: namespace, then
+// name (the tiebreak), the order kube-apiserver lists in.
+const DefaultSort = SortNamespace
+
+// MaxCursorLen bounds a cursor token.
+const MaxCursorLen = 1024
+
+// Schema returns the live table schema of a resource whose rows p
+// prints: one column per printer column, holding each cell's typed
+// value; the resource's selectable fields as further sort keys; and p as
+// the table's data, so that windows encode rows with the printer that
+// computed their cells.
+func Schema(info *informer.ResourceInfo, p *rows.Printer) feed.Schema {
+	cols := p.Columns()
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.Name
+	}
+	fieldsOK := info.SelectableFields()
+	return feed.Schema{
+		Table: livequery.Options{
+			Columns: names,
+			SortKey: func(key string) (func(*livequery.Row) livequery.Value, error) {
+				if !slices.Contains(fieldsOK, key) {
+					return nil, fmt.Errorf("unknown sort key %q", key)
+				}
+				return func(r *livequery.Row) livequery.Value { return fieldValue(r, key) }, nil
+			},
+		},
+		Row: func(o *informer.Object) (*livequery.Row, error) {
+			pr := p.Row(o)
+			cells := make([]livequery.Value, len(pr.Cells))
+			for i := range pr.Cells {
+				cells[i] = pr.Cells[i].Typed
+			}
+			return &livequery.Row{Namespace: o.Namespace, Name: o.Name, Labels: o.Labels, Fields: o,
+				Created: o.CreationTimestamp.Time, Cells: cells, RV: o.RV, Object: o}, nil
+		},
+		Data: p,
+	}
+}
+
+// fieldValue reads a selectable field as a sort key: missing when the
+// object lacks it, a number when it is an integer (status.replicas),
+// else its text as a field selector compares it.
+func fieldValue(r *livequery.Row, key string) livequery.Value {
+	if r.Fields == nil || !r.Fields.Has(key) {
+		return livequery.Value{}
+	}
+	s := r.Fields.Get(key)
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return livequery.Int(i)
+	}
+	return livequery.String(s)
+}
+
+// Params are a window's parameters as a client sends them.
+type Params struct {
+	// Sort is a metadata key (metadata.name, metadata.namespace,
+	// metadata.creationTimestamp), a column name (any case), or a
+	// selectable field of the resource; a leading "." is allowed, as
+	// kubectl's --sort-by writes it. "" is DefaultSort.
+	Sort string
+	// Order is "asc" (or "") or "desc".
+	Order string
+	// Filter is the text filter: a case-insensitive substring of the
+	// name or of a cell.
+	Filter string
+	// Limit, and Offset or Cursor (a token from Token).
+	Limit  int
+	Offset int
+	Cursor string
+}
+
+// Window is Params resolved against a resource's columns.
+type Window struct {
+	Sort   livequery.SortSpec
+	Text   string
+	Range  livequery.Range
+	Column int // the sorted column's index, or -1 for another key
+}
+
+// Resolve checks p against the columns of the resource's rows and the
+// resource's selectable fields, and returns the window it asks for.
+// Its errors are *livequery.InvalidQueryError (400), naming the
+// parameter.
+//
+// Sorting by an age column (rows.Column.Age: an age, a time since)
+// sorts by the age it shows: ascending is youngest first, the reverse of
+// the time it counts from.
+func (p Params) Resolve(info *informer.ResourceInfo, cols []rows.Column) (Window, error) {
+	w := Window{Text: p.Filter, Column: -1, Range: livequery.Range{Limit: p.Limit, Offset: p.Offset}}
+	switch p.Order {
+	case "", "asc":
+	case "desc":
+		w.Sort.Desc = true
+	default:
+		return w, invalid("order", "%q is neither \"asc\" nor \"desc\"", trunc(p.Order))
+	}
+	key := strings.TrimPrefix(p.Sort, ".")
+	switch {
+	case key == "":
+		w.Sort.Key = DefaultSort
+	case key == SortName, key == SortNamespace, key == SortCreated, slices.Contains(info.SelectableFields(), key):
+		w.Sort.Key = key
+	default:
+		i := slices.IndexFunc(cols, func(c rows.Column) bool { return strings.EqualFold(c.Name, key) })
+		if i < 0 {
+			return w, invalid("sort", "%q is not a sort key of %s; sort by a column (%s), %s, %s, %s%s",
+				trunc(p.Sort), info.GVR.GroupResource(), columnNames(cols), SortName, SortNamespace, SortCreated,
+				fieldList(info.SelectableFields()))
+		}
+		w.Sort.Key, w.Column = cols[i].Name, i
+		if cols[i].Age {
+			w.Sort.Desc = !w.Sort.Desc
+		}
+	}
+	if p.Cursor != "" {
+		if p.Offset != 0 {
+			return w, invalid("cursor", "a cursor and an offset (%d) exclude each other", p.Offset)
+		}
+		c, err := ParseToken(p.Cursor, w.Sort)
+		if err != nil {
+			return w, err
+		}
+		w.Range.Cursor = &c
+	}
+	return w, nil
+}
+
+func columnNames(cols []rows.Column) string {
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+func fieldList(fields []string) string {
+	if len(fields) == 0 {
+		return ""
+	}
+	return ", or a selectable field (" + strings.Join(fields, ", ") + ")"
+}
+
+func invalid(field, format string, args ...any) error {
+	return &livequery.InvalidQueryError{Field: field, Err: fmt.Errorf(format, args...)}
+}
+
+func trunc(s string) string {
+	if len(s) <= 64 {
+		return s
+	}
+	return s[:64] + "…"
+}
+
+// token is a cursor token's content: the sort it belongs to and the
+// anchor's sort key tuple. Values are written by kind: "n" an integer,
+// "q" a quantity, "t" a time (Unix nanoseconds), "s" a string, "" missing.
+type token struct {
+	Key       string `json:"k"`
+	Desc      bool   `json:"d,omitempty"`
+	Kind      string `json:"t,omitempty"`
+	Value     string `json:"v,omitempty"`
+	Namespace string `json:"ns,omitempty"`
+	Name      string `json:"n"`
+}
+
+// Token returns the cursor token of c in the sort s: opaque to clients,
+// valid for windows with the same sort and any filter.
+func Token(s livequery.SortSpec, c livequery.Cursor) string {
+	t := token{Key: s.Key, Desc: s.Desc, Namespace: c.Namespace, Name: c.Name}
+	switch c.Value.Kind() {
+	case livequery.KindNumber:
+		t.Kind, t.Value = "n", c.Value.String()
+		if _, err := strconv.ParseInt(t.Value, 10, 64); err != nil {
+			t.Kind = "q"
+		}
+	case livequery.KindTime:
+		t.Kind, t.Value = "t", strconv.FormatInt(c.Value.UnixNano(), 10)
+	case livequery.KindString:
+		t.Kind, t.Value = "s", c.Value.String()
+	}
+	b, err := json.Marshal(t)
+	if err != nil {
+		panic(fmt.Sprintf("wire: encode a cursor: %v", err)) // strings and a bool only
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// ParseToken decodes a cursor token for a window sorted by s. A token
+// that does not decode, or that belongs to another sort, is a
+// *livequery.InvalidQueryError.
+func ParseToken(tok string, s livequery.SortSpec) (livequery.Cursor, error) {
+	bad := func(format string, args ...any) (livequery.Cursor, error) {
+		return livequery.Cursor{}, invalid("cursor", format, args...)
+	}
+	if len(tok) > MaxCursorLen {
+		return bad("longer than %d bytes", MaxCursorLen)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return bad("not a cursor this gateway issued")
+	}
+	var t token
+	if err := json.Unmarshal(b, &t); err != nil || t.Name == "" {
+		return bad("not a cursor this gateway issued")
+	}
+	if t.Key != s.Key || t.Desc != s.Desc {
+		return bad("the cursor belongs to another sort (%s); a cursor is valid only for the sort it came from", sortName(t))
+	}
+	c := livequery.Cursor{Namespace: t.Namespace, Name: t.Name}
+	switch t.Kind {
+	case "":
+		if t.Value != "" {
+			return bad("not a cursor this gateway issued")
+		}
+	case "n":
+		i, err := strconv.ParseInt(t.Value, 10, 64)
+		if err != nil {
+			return bad("not a cursor this gateway issued")
+		}
+		c.Value = livequery.Int(i)
+	case "q":
+		q, err := resource.ParseQuantity(t.Value)
+		if err != nil {
+			return bad("not a cursor this gateway issued")
+		}
+		c.Value = livequery.Quantity(q)
+	case "t":
+		ns, err := strconv.ParseInt(t.Value, 10, 64)
+		if err != nil || ns == 0 {
+			return bad("not a cursor this gateway issued")
+		}
+		c.Value = livequery.Time(time.Unix(0, ns))
+	case "s":
+		c.Value = livequery.String(t.Value)
+	default:
+		return bad("not a cursor this gateway issued")
+	}
+	return c, nil
+}
+
+func sortName(t token) string {
+	if t.Desc {
+		return t.Key + " descending"
+	}
+	return t.Key + " ascending"
+}
