@@ -29,6 +29,7 @@ import (
 	"kubegate/internal/config"
 	httpapi "kubegate/internal/http"
 	"kubegate/internal/informer"
+	"kubegate/internal/livequery/wire"
 	"kubegate/internal/servingcert"
 	"kubegate/internal/webhook"
 	"kubegate/internal/ws"
@@ -172,9 +173,12 @@ func run(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
+	// One set of live tables serves the windows of WebSocket and REST.
+	tables := wire.NewTables(mgr, log.Named("livequery"))
 	wsc := cfg.WebSocket
 	wsServer, err := ws.New(ws.Options{
 		Manager:                   mgr,
+		Tables:                    tables,
 		Authorizer:                authn.authorizer,
 		RecheckInterval:           time.Duration(cfg.Auth.RecheckInterval),
 		RecheckGrace:              time.Duration(cfg.Auth.RecheckGrace),
@@ -213,6 +217,7 @@ func run(ctx context.Context, cfg config.Config) error {
 	}
 	httpServer, err := httpapi.New(httpapi.Options{
 		Manager:         mgr,
+		Tables:          tables,
 		Logger:          log.Named("http"),
 		Registry:        reg,
 		OpenMetrics:     cfg.Auth.Metrics == "none",
@@ -239,6 +244,7 @@ func run(ctx context.Context, cfg config.Config) error {
 	// Every part runs until ctx ends; the first to fail stops the others.
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return mgr.Start(gctx) })
+	g.Go(func() error { return tables.Start(gctx) })
 	g.Go(func() error { return httpServer.Start(gctx) })
 	g.Go(func() error { return wsServer.Start(gctx) })
 	g.Go(func() error { return hooks.Start(gctx) })

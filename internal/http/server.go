@@ -26,12 +26,18 @@ import (
 	"kubegate/internal/apistatus"
 	"kubegate/internal/auth"
 	"kubegate/internal/informer"
+	"kubegate/internal/livequery/feed"
 )
 
 // Options configures New.
 type Options struct {
 	// Manager serves every read. Required.
 	Manager *informer.Manager
+	// Tables serves live windows (sorted, filtered pages). The caller
+	// starts it (Tables.Start) and shares it between servers. Default:
+	// tables of the Manager's resources that the server starts and stops
+	// with itself.
+	Tables *feed.Tables
 	// Logger. Default: no logging.
 	Logger *zap.Logger
 	// Registry receives the server's metrics and is served at /metrics.

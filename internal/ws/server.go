@@ -22,12 +22,19 @@ import (
 	"kubegate/internal/apistatus"
 	"kubegate/internal/auth"
 	"kubegate/internal/informer"
+	"kubegate/internal/livequery/feed"
+	"kubegate/internal/livequery/wire"
 )
 
 // Options configures New. Zero fields take the defaults given.
 type Options struct {
 	// Manager serves every subscription. Required.
 	Manager *informer.Manager
+	// Tables serves live windows (sorted, filtered pages). The caller
+	// starts it (Tables.Start) and shares it between servers. Default:
+	// tables of the Manager's resources that the server starts and stops
+	// with itself.
+	Tables *feed.Tables
 	// Authorizer decides what each subscription may read (verb watch).
 	// Default: auth.AlwaysAllow{}.
 	Authorizer auth.Authorizer
@@ -189,6 +196,8 @@ type Server struct {
 	perClient map[string]*clientShare
 	closing   bool
 	wg        sync.WaitGroup
+	// ownTables: Options.Tables was left out, so the server runs its own.
+	ownTables bool
 }
 
 // New builds a Server. It serves as soon as it is mounted; Start only
@@ -198,10 +207,15 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	own := o.Tables == nil
+	if own {
+		o.Tables = wire.NewTables(o.Manager, o.Logger.Named("livequery"))
+	}
 	return &Server{
-		opts:    o,
-		log:     o.Logger,
-		metrics: newMetrics(o.Registerer),
+		ownTables: own,
+		opts:      o,
+		log:       o.Logger,
+		metrics:   newMetrics(o.Registerer),
 		accept: &websocket.AcceptOptions{
 			Subprotocols:   []string{Subprotocol},
 			OriginPatterns: o.AllowedOrigins,
@@ -223,6 +237,20 @@ type clientShare struct {
 // are refused from then on. Sockets whose close handshake has not finished
 // within ShutdownGrace (a peer that does not read) are dropped.
 func (s *Server) Start(ctx context.Context) error {
+	if s.ownTables {
+		// The tables outlive the sockets, so that no window ends with the
+		// tables' stop before its socket has closed.
+		tctx, stop := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = s.opts.Tables.Start(tctx)
+		}()
+		defer func() {
+			stop()
+			<-done
+		}()
+	}
 	<-ctx.Done()
 	s.mu.Lock()
 	s.closing = true

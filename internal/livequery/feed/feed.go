@@ -59,9 +59,10 @@ type Options struct {
 	// Schema returns a resource's table options (columns, sort keys,
 	// bounds), the function building its rows and what its windows'
 	// consumers need to show them (Schema.Data). It is called, with no
-	// lock held, when a resource's table is about to be created.
-	// Default: livequery's zero Options and MetadataRow.
-	Schema func(*informer.ResourceInfo) Schema
+	// lock held, when a resource's table is about to be created, with
+	// the context of the Open that creates it. Default: livequery's zero
+	// Options and MetadataRow.
+	Schema func(context.Context, *informer.ResourceInfo) Schema
 	// IdleGrace is how long a table outlives its last window, so that a
 	// consumer switching sort orders or reconnecting does not rebuild it.
 	// Default 30s.
@@ -82,7 +83,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.Schema == nil {
-		o.Schema = func(*informer.ResourceInfo) Schema { return Schema{Row: MetadataRow} }
+		o.Schema = func(context.Context, *informer.ResourceInfo) Schema { return Schema{Row: MetadataRow} }
 	}
 	if o.IdleGrace <= 0 {
 		o.IdleGrace = 30 * time.Second
@@ -173,7 +174,7 @@ func (ts *Tables) Open(ctx context.Context, r *informer.Resource, q livequery.Qu
 	if err := r.WaitForSync(ctx); err != nil {
 		return nil, err
 	}
-	f, err := ts.acquire(r)
+	f, err := ts.acquire(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -201,11 +202,11 @@ func (ts *Tables) Open(ctx context.Context, r *informer.Resource, q livequery.Qu
 // acquire returns r's feeder with one more reference, starting it if
 // there is none. The schema of a new table is computed with no lock
 // held: it may read other resources.
-func (ts *Tables) acquire(r *informer.Resource) (*feeder, error) {
+func (ts *Tables) acquire(ctx context.Context, r *informer.Resource) (*feeder, error) {
 	if f, err := ts.acquireExisting(r); f != nil || err != nil {
 		return f, err
 	}
-	sch := ts.opts.Schema(r.Info)
+	sch := ts.opts.Schema(ctx, r.Info)
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if f, err := ts.acquireExistingLocked(r); f != nil || err != nil {

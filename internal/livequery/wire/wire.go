@@ -6,6 +6,7 @@
 package wire
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"kubegate/internal/informer"
@@ -277,4 +279,15 @@ func sortName(t token) string {
 		return t.Key + " descending"
 	}
 	return t.Key + " ascending"
+}
+
+// NewTables returns the live tables of the resources mgr serves, each
+// with the columns of the printer that serves its rows (rows.ForResource).
+func NewTables(mgr *informer.Manager, log *zap.Logger) *feed.Tables {
+	return feed.New(feed.Options{
+		Schema: func(ctx context.Context, info *informer.ResourceInfo) feed.Schema {
+			return Schema(info, rows.ForResource(ctx, mgr, info))
+		},
+		Logger: log,
+	})
 }
