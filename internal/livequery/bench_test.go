@@ -42,7 +42,7 @@ func BenchmarkChange(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
 		tbl, rows := benchTable(n)
 		for _, views := range []int{1, 10} {
-			for _, windows := range []int{1, 100} {
+			for _, windows := range []int{1, 100, 1000} {
 				b.Run(fmt.Sprintf("objects=%d/views=%d/windows=%d", n, views, windows), func(b *testing.B) {
 					rng := rand.New(rand.NewPCG(3, 4))
 					ws := make([]*Window, windows)
