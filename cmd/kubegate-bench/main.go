@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -36,10 +37,10 @@ func main() {
 	z := &o.Sizes
 	d := bench.DefaultSizes
 	flag.StringVar(&o.GatewayBinary, "gateway", "bin/gateway", "gateway `binary` (make build)")
-	flag.StringVar(&scen, "scenarios", strings.Join(bench.DefaultScenarios, ","), "comma-separated `scenarios` to run")
+	flag.StringVar(&scen, "scenarios", strings.Join(bench.DefaultScenarios, ","), "comma-separated `scenarios` to run (opt-in: "+strings.Join(bench.OptInScenarios, ", ")+")")
 	flag.IntVar(&o.Pods, "pods", 10000, "Pods to create (~7 KB JSON each; one ConfigMap per 10 Pods)")
 	flag.IntVar(&o.Namespaces, "namespaces", 100, "namespaces to spread the Pods over (the selective scenario's subscribers each watch one)")
-	flag.BoolVar(&full, "full", false, "use the full target sizes (idle 5k, broad 100/s, selective 500/s, burst of 5k updates to 1k subscribers, cold start 100k Pods, relist with 1k subscribers, abuse with 1k subscribers at 100/s, 1k stalled and 50 full-speed watch-list clients); explicit size flags still win")
+	flag.BoolVar(&full, "full", false, "use the full target sizes (idle 5k, broad 100/s, selective 500/s, burst of 5k updates to 1k subscribers, cold start 100k Pods, relist with 1k subscribers, abuse with 1k subscribers at 100/s, 1k stalled and 50 full-speed watch-list clients, 50 first windows per case); explicit size flags still win")
 	flag.IntVar(&z.Idle, "idle", d.Idle, "idle: subscribers per arm")
 	flag.IntVar(&z.Broad, "broad", d.Broad, "broad: subscribers per arm, each watching every Pod")
 	flag.Float64Var(&z.BroadRate, "broad-rate", d.BroadRate, "broad: updates per second")
@@ -67,6 +68,21 @@ func main() {
 	flag.IntVar(&z.Relist, "relist", d.Relist, "relist: subscribers per arm, each watching one namespace (plus one watching all)")
 	flag.IntVar(&z.RelistUpdates, "relist-updates", d.RelistUpdates, "relist: updates written through a kube-apiserver restart (at most one per Pod)")
 	flag.Float64Var(&z.RelistRate, "relist-rate", d.RelistRate, "relist: updates per second")
+	z.WindowPods = d.WindowPods
+	flag.Func("windows-pods", "windows: comma-separated Pod `counts` to measure at, created as needed (default 10000,100000)", func(v string) error {
+		z.WindowPods = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				return fmt.Errorf("%q is not a positive count", f)
+			}
+			z.WindowPods = append(z.WindowPods, n)
+		}
+		return nil
+	})
+	flag.IntVar(&z.Windows, "windows", d.Windows, "windows: windows of 50 rows open during the update phase, one per socket")
+	flag.Float64Var(&z.WindowRate, "windows-rate", d.WindowRate, "windows: updates per second during the update phases (for -duration)")
+	flag.IntVar(&z.WindowOpens, "windows-opens", d.WindowOpens, "windows: first windows timed per case and arm (at least 3, until 10s have passed)")
 	flag.DurationVar(&z.Drain, "drain", d.Drain, "longest wait for deliveries after the last write")
 	flag.StringVar(&z.PerfDir, "perf", "", "record perf CPU profiles of the gateway and kube-apiserver during the broad, selective and burst scenarios (and of the gateway during upstream) into this `dir`")
 	flag.BoolVar(&z.ProtoHTTP2, "proto-http2", false, "put the protobuf arm's watches on one HTTP/2 connection (client-go's default) instead of one HTTP/1.1 connection each")
@@ -99,6 +115,10 @@ func main() {
 			"watchlist":           func() { z.WatchList = explicit.WatchList },
 			"watchlist-readers":   func() { z.WatchListReaders = explicit.WatchListReaders },
 			"proto-http2":         func() { z.ProtoHTTP2 = explicit.ProtoHTTP2 },
+			"windows-pods":        func() { z.WindowPods = explicit.WindowPods },
+			"windows":             func() { z.Windows = explicit.Windows },
+			"windows-rate":        func() { z.WindowRate = explicit.WindowRate },
+			"windows-opens":       func() { z.WindowOpens = explicit.WindowOpens },
 			"perf":                func() { z.PerfDir = explicit.PerfDir },
 		}
 		for name, f := range keep {

@@ -179,7 +179,8 @@ func Goals(figs []Figure) []string {
 		// The floor drops nothing by design: a loss there is the harness's.
 		lines = append(lines, "note: the floor lost events, so its figures do not hold: "+strings.Join(floorBad, ", "))
 	}
-	return append(lines, RESTGoals(figs)...)
+	lines = append(lines, RESTGoals(figs)...)
+	return append(lines, windowGoals(figs)...)
 }
 
 // abuseGoals judges the abuse scenario: other subscribers' p99 with the
