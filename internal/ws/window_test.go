@@ -532,7 +532,9 @@ func TestWindowRowsEncodedOncePerChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	cm = updateCM(t, cm, "1")
-	read(func(w *winCopy) bool { return slices.ContainsFunc(w.rows, func(r wireRow) bool { return r.ResourceVersion == cm.ResourceVersion }) })
+	read(func(w *winCopy) bool {
+		return slices.ContainsFunc(w.rows, func(r wireRow) bool { return r.ResourceVersion == cm.ResourceVersion })
+	})
 	// 3 objects, then one change, for 4 windows on 2 sockets.
 	if n := printer.Encodes() - before; n != 4 {
 		t.Errorf("%d rows encoded for 4 object versions shown in 4 windows", n)
