@@ -27,6 +27,7 @@ const Subprotocol = "kubegate.v1"
 const (
 	typeSubscribe   = "subscribe"
 	typeUnsubscribe = "unsubscribe"
+	typeWindow      = "window" // moves a window subscription
 )
 
 // maxIDLen bounds subscription ids, which are echoed in every frame.
@@ -44,6 +45,13 @@ type clientFrame struct {
 	ResourceVersion   string `json:"resourceVersion,omitempty"`
 	SendInitialEvents *bool  `json:"sendInitialEvents,omitempty"`
 	As                string `json:"as,omitempty"`
+	// A window subscription's (Limit set) and a window move's fields.
+	Sort   string `json:"sort,omitempty"`
+	Order  string `json:"order,omitempty"`
+	Filter string `json:"filter,omitempty"`
+	Limit  *int   `json:"limit,omitempty"`
+	Offset *int   `json:"offset,omitempty"`
+	Cursor string `json:"cursor,omitempty"`
 
 	// resync is ResyncPeriod parsed.
 	resync time.Duration
@@ -104,11 +112,11 @@ func parseClientFrame(data []byte) (*clientFrame, error) {
 		return nil, badRequest(nil, "invalid frame: %v", err)
 	}
 	switch f.Type {
-	case typeSubscribe, typeUnsubscribe:
+	case typeSubscribe, typeUnsubscribe, typeWindow:
 	case "":
-		return nil, badRequest(nil, `invalid frame: "type" is required ("subscribe" or "unsubscribe")`)
+		return nil, badRequest(nil, `invalid frame: "type" is required ("subscribe", "unsubscribe" or "window")`)
 	default:
-		return nil, badRequest(nil, `invalid frame: unknown type %q; want "subscribe" or "unsubscribe"`, truncate(f.Type, 64))
+		return nil, badRequest(nil, `invalid frame: unknown type %q; want "subscribe", "unsubscribe" or "window"`, truncate(f.Type, 64))
 	}
 	// From here on errors name the request, and the id if it is a string:
 	// one too long to be a subscription's id is still echoed, once, so
@@ -120,16 +128,22 @@ func parseClientFrame(data []byte) (*clientFrame, error) {
 		return nil, badRequest(&clientFrame{Type: f.Type, ID: f.ID}, "invalid %s frame: %v", f.Type, err)
 	}
 	known := map[string]any{"type": nil, "id": nil}
-	if f.Type == typeSubscribe {
+	switch f.Type {
+	case typeSubscribe:
 		known = map[string]any{"type": nil, "id": nil, "resource": &f.Resource, "namespace": &f.Namespace,
 			"labelSelector": &f.LabelSelector, "fieldSelector": &f.FieldSelector, "resyncPeriod": &f.ResyncPeriod,
-			"resourceVersion": &f.ResourceVersion, "sendInitialEvents": &f.SendInitialEvents, "as": &f.As}
+			"resourceVersion": &f.ResourceVersion, "sendInitialEvents": &f.SendInitialEvents, "as": &f.As,
+			"sort": &f.Sort, "order": &f.Order, "filter": &f.Filter, "limit": &f.Limit, "offset": &f.Offset, "cursor": &f.Cursor}
+	case typeWindow:
+		known = map[string]any{"type": nil, "id": nil, "limit": &f.Limit, "offset": &f.Offset, "cursor": &f.Cursor}
 	}
 	for _, name := range sortedKeys(fields) {
 		dst, ok := known[name]
 		switch {
 		case !ok && f.Type == typeUnsubscribe:
 			return nil, badRequest(&f, `invalid unsubscribe frame: unknown field %q; only "type" and "id" are allowed`, truncate(name, 64))
+		case !ok && f.Type == typeWindow:
+			return nil, badRequest(&f, `invalid window frame: unknown field %q; only "type", "id", "offset", "cursor" and "limit" are allowed`, truncate(name, 64))
 		case !ok:
 			return nil, badRequest(&f, `invalid subscribe frame: unknown field %q`, truncate(name, 64))
 		case dst == nil:
@@ -139,7 +153,13 @@ func parseClientFrame(data []byte) (*clientFrame, error) {
 			return nil, badRequest(&f, "invalid %s frame: %v", f.Type, err)
 		}
 	}
-	if f.Type == typeUnsubscribe {
+	switch f.Type {
+	case typeUnsubscribe:
+		return &f, nil
+	case typeWindow:
+		if err := validRange(&f); err != nil {
+			return nil, err
+		}
 		return &f, nil
 	}
 	if f.Resource == "" {
@@ -160,6 +180,9 @@ func parseClientFrame(data []byte) (*clientFrame, error) {
 	}
 	switch f.As {
 	case "", asTable:
+		if f.Limit != nil {
+			f.As = asTable // a window always carries rows
+		}
 	default:
 		return nil, badRequest(&f, `invalid subscribe frame: "as" %q is not a form the gateway serves; want %q (rows) or none (objects)`,
 			truncate(f.As, 64), asTable)
@@ -168,6 +191,9 @@ func parseClientFrame(data []byte) (*clientFrame, error) {
 		if _, err := strconv.ParseUint(rv, 10, 64); err != nil {
 			return nil, badRequest(&f, `invalid subscribe frame: "resourceVersion" %q is not a resourceVersion from an earlier event`, truncate(rv, 64))
 		}
+	}
+	if err := validWindow(&f); err != nil {
+		return nil, err
 	}
 	return &f, nil
 }
@@ -182,7 +208,7 @@ func decodeField(fields map[string]json.RawMessage, name string, dst any) error 
 	if err := json.Unmarshal(raw, dst); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return fmt.Errorf("field %q must be a %s, not %s", name, jsonKind(dst), te.Value)
+			return fmt.Errorf("field %q must be %s, not %s", name, jsonKind(dst), te.Value)
 		}
 		return fmt.Errorf("field %q: %s", name, jsonError(err))
 	}
@@ -190,10 +216,13 @@ func decodeField(fields map[string]json.RawMessage, name string, dst any) error 
 }
 
 func jsonKind(dst any) string {
-	if _, ok := dst.(**bool); ok {
-		return "boolean"
+	switch dst.(type) {
+	case **bool:
+		return "a boolean"
+	case **int:
+		return "an integer"
 	}
-	return "string"
+	return "a string"
 }
 
 func sortedKeys(m map[string]json.RawMessage) []string {
@@ -258,6 +287,9 @@ type ackFrame struct {
 	Resource   *resourceRef  `json:"resource,omitempty"`
 	Namespaces []string      `json:"namespaces,omitempty"`
 	Columns    []rows.Column `json:"columns,omitempty"`
+	// A window's sort key and order as the server understood them.
+	Sort  string `json:"sort,omitempty"`
+	Order string `json:"order,omitempty"`
 }
 
 // columns returns the row columns of a subscription with rows (p not

@@ -138,6 +138,11 @@ type frame struct {
 	Row        json.RawMessage   `json:"row"`
 	Columns    []column          `json:"columns"`
 	Events     []json.RawMessage `json:"events"`
+	// A window's ack and WINDOW frames.
+	Sort   string   `json:"sort"`
+	Order  string   `json:"order"`
+	Cursor string   `json:"cursor"`
+	Ops    []wireOp `json:"ops"`
 }
 
 // column is a row column in the ack of a subscription with rows, as

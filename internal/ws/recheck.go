@@ -33,7 +33,7 @@ func (s *socket) recheck() {
 	s.mu.Lock()
 	subs := make([]*subscription, 0, len(s.subs))
 	for _, sub := range s.subs {
-		if sub.l != nil {
+		if sub.l != nil || sub.win != nil {
 			subs = append(subs, sub)
 		}
 	}
@@ -91,10 +91,10 @@ func (s *socket) end(sub *subscription, st *metav1.Status) {
 	s.signal()
 }
 
-// countEnded stops the listener of sub, just removed from s.subs with st,
-// and counts its end.
+// countEnded stops the listener or window of sub, just removed from
+// s.subs with st, and counts its end.
 func (s *socket) countEnded(sub *subscription, st *metav1.Status) {
-	sub.l.Stop()
+	sub.stop()
 	s.srv.metrics.subscriptions.Dec()
 	s.srv.metrics.clientErrors.WithLabelValues(strconv.Itoa(int(st.Code))).Inc()
 }
@@ -102,6 +102,10 @@ func (s *socket) countEnded(sub *subscription, st *metav1.Status) {
 // restart replaces sub by a subscription under a new decision: RESET, then
 // a fresh snapshot.
 func (s *socket) restart(sub *subscription, dec auth.Decision) {
+	if sub.win != nil {
+		s.restartWindow(sub, dec)
+		return
+	}
 	next := *sub
 	next.decision = dec
 	l, err := s.listen(sub.res, sub.filter, dec, sub.req, "", true)
@@ -122,5 +126,34 @@ func (s *socket) restart(sub *subscription, dec auth.Decision) {
 	sub.l.Stop()
 	s.srv.metrics.resets.WithLabelValues(resetReauthorized).Inc()
 	s.log(zapcore.InfoLevel, "authorization changed; restarting subscription", zap.String("id", sub.id))
+	s.signal()
+}
+
+// restartWindow replaces a window subscription by one under a new
+// decision, at the same range: its first frame starts with a reset
+// (Reauthorized) and holds the window whole.
+func (s *socket) restartWindow(sub *subscription, dec auth.Decision) {
+	s.mu.Lock()
+	rng := sub.win.rng
+	s.mu.Unlock()
+	win, err := s.openWindow(s.ctx, sub.res, sub.filter, dec, sub.req, &rng)
+	if err != nil {
+		s.end(sub, apistatus.FromError(err))
+		return
+	}
+	win.first = windowResetReauthorized
+	next := *sub
+	next.decision, next.win = dec, win
+	s.mu.Lock()
+	if s.subs[sub.id] != sub {
+		s.mu.Unlock()
+		win.w.Close()
+		return
+	}
+	next.move = sub.move
+	s.subs[sub.id] = &next
+	s.mu.Unlock()
+	sub.win.w.Close()
+	s.log(zapcore.InfoLevel, "authorization changed; reopening window", zap.String("id", sub.id))
 	s.signal()
 }

@@ -192,9 +192,7 @@ func (s *socket) run() {
 	s.pingTimer.Stop()
 	s.recheckTimer.Stop()
 	for _, sub := range subs {
-		if sub.l != nil {
-			sub.l.Stop()
-		}
+		sub.stop()
 	}
 	s.srv.metrics.subscriptions.Sub(float64(len(subs)))
 	reason := closePeer
@@ -308,6 +306,8 @@ func (s *socket) readMessage() bool {
 		s.subscribe(f)
 	case typeUnsubscribe:
 		s.unsubscribe(f)
+	case typeWindow:
+		s.moveWindow(f)
 	}
 	return true
 }

@@ -39,10 +39,26 @@ type subscription struct {
 	// rows, for a subscription with rows ("as": "Table"), computes and
 	// encodes them; nil for objects.
 	rows *rows.Printer
-	l    listener // nil while pending
+	l    listener // nil while pending, and for a window
+	// win is an active window subscription's window; nil while pending
+	// and for a subscription to every matching object.
+	win *window
+	// move is a window frame the writer has yet to apply. Guarded by
+	// socket.mu.
+	move *windowMove
 	// cancel ends a pending subscribe; nil once active. Guarded by
 	// socket.mu.
 	cancel context.CancelFunc
+}
+
+// stop stops an active subscription's listener or closes its window.
+func (sub *subscription) stop() {
+	if sub.l != nil {
+		sub.l.Stop()
+	}
+	if sub.win != nil {
+		sub.win.w.Close()
+	}
 }
 
 // listener is what a socket uses of its subscription's
@@ -116,6 +132,9 @@ func (s *socket) startSubscription(ctx context.Context, sub *subscription) {
 		if p.l != nil {
 			p.l.Stop()
 		}
+		if p.win != nil {
+			p.win.w.Close()
+		}
 		return
 	}
 	if err != nil {
@@ -137,11 +156,18 @@ func (s *socket) startSubscription(ctx context.Context, sub *subscription) {
 	// The resource's own info rather than the one Resolve built for this
 	// request, and no context any more: an idle subscription keeps only
 	// what it needs.
-	sub.info, sub.res, sub.filter, sub.authz, sub.decision, sub.l = p.res.Info, p.res, p.filter, p.authz, p.decision, p.l
-	sub.rows = p.rows
+	sub.info, sub.res, sub.filter, sub.authz, sub.decision = p.res.Info, p.res, p.filter, p.authz, p.decision
+	sub.rows, sub.win = p.rows, p.win
+	if p.l != nil { // a nil *Listener is not a nil listener
+		sub.l = p.l
+	}
 	sub.recheck = auth.NewRecheck(s.opts.RecheckGrace, s.opts.clock)
 	sub.cancel = nil // the worker cancels the context when it returns
-	s.enqueueLocked(encodeAck(sub.id, typeSubscribe, sub.info, sortedNamespaces(sub.decision), columns(sub.rows)))
+	if sub.win != nil {
+		s.enqueueLocked(windowAck(sub))
+	} else {
+		s.enqueueLocked(encodeAck(sub.id, typeSubscribe, sub.info, sortedNamespaces(sub.decision), columns(sub.rows)))
+	}
 	if p.expired {
 		s.enqueueLocked(encodeReset(sub.id, resetExpired))
 		s.srv.metrics.resets.WithLabelValues(resetExpired).Inc()
@@ -158,6 +184,7 @@ type prepared struct {
 	authz    auth.Request
 	decision auth.Decision
 	l        *informer.Listener
+	win      *window       // for a window subscription, instead of l
 	rows     *rows.Printer // for a subscription with rows
 	// expired: the resume point was older than the history, so the
 	// listener starts with a snapshot behind a RESET instead.
@@ -196,6 +223,10 @@ func (s *socket) prepare(ctx context.Context, f *clientFrame) (p prepared, err e
 			return p, &requestError{Status: apistatus.New(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
 				fmt.Sprintf("the cache of %s did not fill within %s; try again", p.info.GVR.GroupResource(), s.opts.SyncTimeout))}
 		}
+		return p, err
+	}
+	if f.Limit != nil {
+		p.win, err = s.openWindow(ctx, p.res, p.filter, p.decision, f, nil)
 		return p, err
 	}
 	if f.As == asTable {
@@ -255,14 +286,12 @@ func (s *socket) unsubscribe(f *clientFrame) {
 	}
 	delete(s.subs, f.ID)
 	s.enqueueLocked(encodeAck(f.ID, typeUnsubscribe, nil, nil, nil))
-	cancel, l := sub.cancel, sub.l
+	cancel := sub.cancel
 	s.mu.Unlock()
 	if cancel != nil {
 		cancel()
 	}
-	if l != nil {
-		l.Stop()
-	}
+	sub.stop() // a pending subscription has nothing to stop yet
 	s.srv.metrics.subscriptions.Dec()
 	s.signal()
 }

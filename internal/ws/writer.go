@@ -17,6 +17,7 @@ import (
 
 	"kubegate/internal/apistatus"
 	"kubegate/internal/informer"
+	"kubegate/internal/livequery"
 	"kubegate/internal/sink"
 )
 
@@ -37,9 +38,12 @@ const (
 // across sockets, so an idle socket holds none of it (a snapshot can grow
 // it to hundreds of KiB).
 type scratch struct {
-	batch  batch
-	pop    sink.Popper[*subscription] // holds no object between flushes
-	active []*subscription
+	batch   batch
+	pop     sink.Popper[*subscription] // holds no object between flushes
+	active  []*subscription
+	windows []*subscription // active window subscriptions
+	ops     []livequery.Op  // a window's operations
+	frame   []byte          // a WINDOW frame
 }
 
 var scratchPool = sync.Pool{New: func() any {
@@ -54,6 +58,11 @@ const maxPooledBatch = 1 << 20
 func (sc *scratch) release() {
 	clear(sc.active)
 	sc.active = sc.active[:0]
+	clear(sc.windows)
+	sc.windows = sc.windows[:0]
+	if cap(sc.frame) > maxPooledBatch {
+		sc.frame = nil
+	}
 	if cap(sc.batch.buf) > maxPooledBatch {
 		sc.batch.buf = nil
 	}
@@ -201,8 +210,11 @@ func (s *socket) flush() error {
 	s.ctl = nil
 	s.sc.active = s.sc.active[:0]
 	for _, sub := range s.subs {
-		if sub.l != nil {
+		switch {
+		case sub.l != nil:
 			s.sc.active = append(s.sc.active, sub)
+		case sub.win != nil:
+			s.sc.windows = append(s.sc.windows, sub)
 		}
 	}
 	s.mu.Unlock()
@@ -220,6 +232,11 @@ func (s *socket) flush() error {
 	}
 	if err != nil {
 		return err
+	}
+	for _, sub := range s.sc.windows {
+		if err := s.flushWindow(sub); err != nil {
+			return err
+		}
 	}
 	if err := s.writeBatch(); err != nil {
 		return err
