@@ -31,11 +31,7 @@ import (
 
 const benchLimit = 50
 
-var podsInfo = &informer.ResourceInfo{
-	GVR:        corev1.SchemeGroupVersion.WithResource("pods"),
-	GVK:        corev1.SchemeGroupVersion.WithKind("Pod"),
-	Namespaced: true,
-}
+var podsInfo = informer.NewResourceInfo(corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod"), true)
 
 // benchCreated is the first pod's creation time; pod j is j seconds
 // younger.
