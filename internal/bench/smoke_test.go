@@ -5,6 +5,7 @@ import (
 	"math"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +41,8 @@ var smokeSizes = Sizes{
 	// period that still makes rounds.
 	Abuse: 5, AbuseRate: 40, AbuseSubscriptions: 10, AbuseResync: time.Second,
 	WatchList: 5, WatchListReaders: 2,
+	// Pods are created from the workload's 40 up to 60 between the two.
+	WindowPods: []int{40, 60}, Windows: 10, WindowRate: 40, WindowOpens: 3,
 	Drain: 30 * time.Second, Settle: 200 * time.Millisecond,
 }
 
@@ -53,7 +56,9 @@ func TestSmoke(t *testing.T) {
 	}
 	var log strings.Builder
 	const pods = 40
-	r, err := Run(t.Context(), Options{GatewayBinary: buildGateway(t), Pods: pods, Namespaces: 4, Sizes: smokeSizes, Log: &log})
+	// The opt-in windows scenario too, last: it creates Pods.
+	scenarios := append(slices.Clone(DefaultScenarios), OptInScenarios...)
+	r, err := Run(t.Context(), Options{GatewayBinary: buildGateway(t), Scenarios: scenarios, Pods: pods, Namespaces: 4, Sizes: smokeSizes, Log: &log})
 	var table strings.Builder
 	Table(&table, r.Figures)
 	t.Logf("\n%s\n%s", log.String(), table.String())
@@ -238,4 +243,44 @@ func TestSmoke(t *testing.T) {
 	// The restart must have made the gateway's upstream relist: that is
 	// what the scenario is for.
 	positive("relist", ArmGateway, "upstream relists")
+
+	for _, n := range smokeSizes.WindowPods {
+		sfx := fmt.Sprintf(" (%d pods)", n)
+		w := func(arm, metric string) Figure { t.Helper(); return want(ScenarioWindows, arm, metric+sfx) }
+		pos := func(arm, metric string) { t.Helper(); positive(ScenarioWindows, arm, metric+sfx) }
+		for _, m := range []string{"first window, new table", "gateway CPU per first window, new table", "gateway CPU per first window, new sort order",
+			"window updates received", "window update latency from send p99"} {
+			pos(ArmGateway, m)
+		}
+		for _, m := range []string{"first window, new sort order", "first window, rows shown before"} {
+			pos(ArmGateway, m+" (median)")
+			pos(ArmGateway, m+" (max)")
+		}
+		for _, arm := range []string{ArmGateway, ArmAPIServer + " limit=50", ArmJSON + " full list", ArmProto + " full list"} {
+			pos(arm, "first 50 rows (median)")
+			pos(arm, "first 50 rows (max)")
+			pos(arm, "server CPU per first 50 rows")
+		}
+		// CPU less an idle baseline and memory growth can be noise at
+		// these sizes: only their presence is checked.
+		for _, m := range []string{"CPU per update, 1 window", fmt.Sprintf("CPU per update, %d windows", smokeSizes.Windows),
+			fmt.Sprintf("idle CPU, %d windows", smokeSizes.Windows), "window update latency p50", "window update latency p99"} {
+			w(ArmGateway, m)
+		}
+		for _, m := range []string{"Go heap+stacks per", "RSS per"} {
+			for _, what := range []string{"window", "socket"} {
+				w(ArmGateway, fmt.Sprintf("%s %s (N=%d)", m, what, smokeSizes.Windows))
+			}
+		}
+		// Allocations cannot shrink.
+		pos(ArmGateway, fmt.Sprintf("allocated per window (N=%d)", smokeSizes.Windows))
+		pos(ArmGateway, fmt.Sprintf("allocated per socket (N=%d)", smokeSizes.Windows))
+		w(ArmBench, "bench CPU, update phase")
+		if f := w(ArmGateway, "window updates missed"); f.Value != 0 {
+			t.Errorf("windows: %v window updates missed at %d pods", f.Value, n)
+		}
+		if f := w(ArmGateway, "window resets"); f.Value != 0 {
+			t.Errorf("windows: %v window resets at %d pods", f.Value, n)
+		}
+	}
 }
