@@ -56,10 +56,11 @@ import (
 // 50 rows of Pods sorted by name (so Pod j is at rank j), window i at
 // offset 10·i modulo the first 10,000 ranks: each of those Pods past the
 // first 40 is in 5 of 1,000 windows. The updater patches an annotation of
-// Pods 0 to 9,999 (fewer at smaller sizes) round-robin at WindowRate for
-// Duration, so every update reaches 5 windows (an `update` operation
-// each), and the same number at every size: what differs between sizes is
-// only the number of objects. Before the windows open, the same updates
+// Pods 50 to 9,999 round-robin at WindowRate for Duration, so every
+// update reaches 5 windows (an `update` operation each), and the same
+// number at every size: what differs between sizes is only the number of
+// objects. (Below 10,000 Pods the windows cover all of them; below 100,
+// every Pod is updated.) Before the windows open, the same updates
 // run with one window open (the table kept, its sort index built): its
 // CPU per update, against the phase's, is what the windows add. The
 // memory figures are the growth of the gateway's Go heap+stacks in use
@@ -747,10 +748,15 @@ func apiserverFirstRows(ctx context.Context, env *Env, z Sizes, n int, log io.Wr
 // windowUpdates runs the update phases: with one window, then with
 // z.Windows. tc is closed once the baseline's window is open.
 func windowUpdates(ctx context.Context, env *Env, z Sizes, n int, wsURL string, tc *timingConn, log io.Writer) ([]Figure, error) {
-	covered := windowCoverage(n)
-	pods := make([]PodKey, covered)
-	for j := range pods {
-		pods[j] = PodAt(j, len(env.Namespaces))
+	// Pods first..covered-1 are each in 5 windows (all of them when the
+	// windows cover no more than twice their limit, as in small runs).
+	covered, first := windowCoverage(n), 0
+	if covered > 2*windowLimit {
+		first = windowLimit
+	}
+	pods := make([]PodKey, covered-first)
+	for i := range pods {
+		pods[i] = PodAt(first+i, len(env.Namespaces))
 	}
 	plan := UpdatePlan{Count: int(z.WindowRate * z.Duration.Seconds()), Rate: z.WindowRate}
 	var figs []Figure
@@ -768,7 +774,7 @@ func windowUpdates(ctx context.Context, env *Env, z Sizes, n int, wsURL string, 
 		return nil, fmt.Errorf("baseline window: %w", err)
 	}
 	tc.Close()
-	_, perUpdate, idleRate, err := updatePhase(ctx, env, z, n, pods, plan, nil)
+	_, perUpdate, idleRate, err := updatePhase(ctx, env, z, n, first, pods, plan, nil)
 	if err != nil {
 		return figs, err
 	}
@@ -844,7 +850,7 @@ func windowUpdates(ctx context.Context, env *Env, z Sizes, n int, wsURL string, 
 	if err != nil {
 		return figs, err
 	}
-	writes, perUpdate, idleRate, err := updatePhase(ctx, env, z, n, pods, plan, ws)
+	writes, perUpdate, idleRate, err := updatePhase(ctx, env, z, n, first, pods, plan, ws)
 	if err != nil {
 		return figs, err
 	}
@@ -871,7 +877,7 @@ func windowUpdates(ctx context.Context, env *Env, z Sizes, n int, wsURL string, 
 	}
 	for _, wr := range writes {
 		for _, tw := range ws {
-			if !tw.covers(wr.Pod, n) {
+			if !tw.covers(first+wr.Pod, n) {
 				continue
 			}
 			at, ok := tw.received[wr.RV]
@@ -896,13 +902,14 @@ func windowUpdates(ctx context.Context, env *Env, z Sizes, n int, wsURL string, 
 	return figs, nil
 }
 
-// updatePhase writes plan's updates to pods and returns them with the
+// updatePhase writes plan's updates to pods, Pods first.. (a write's Pod
+// is its index in pods), and returns them with the
 // gateway's CPU per update less its idle CPU, and that idle CPU, measured
 // just before over the phase's planned length (at most 5s). The phase
 // ends when every window in ws that shows an updated Pod has received the
 // update, or, without windows, when the gateway serves the last write;
 // at most z.Drain after the last write.
-func updatePhase(ctx context.Context, env *Env, z Sizes, n int, pods []PodKey, plan UpdatePlan, ws []*trackedWindow) ([]Write, float64, float64, error) {
+func updatePhase(ctx context.Context, env *Env, z Sizes, n, first int, pods []PodKey, plan UpdatePlan, ws []*trackedWindow) ([]Write, float64, float64, error) {
 	idleFor := min(time.Duration(float64(plan.Count)/plan.Rate*float64(time.Second)), 5*time.Second)
 	i0, err := ReadCPU(env.GatewayPID)
 	if err != nil {
@@ -941,7 +948,7 @@ func updatePhase(ctx context.Context, env *Env, z Sizes, n int, pods []PodKey, p
 		expected := 0
 		for _, wr := range writes {
 			for _, w := range ws {
-				if w.covers(wr.Pod, n) {
+				if w.covers(first+wr.Pod, n) {
 					expected++
 				}
 			}
