@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -38,6 +40,10 @@ type GatewayOptions struct {
 	// MinResync, when set, is the gateway's cache.minResync. Default: the
 	// gateway's own (5s).
 	MinResync time.Duration
+	// GCTrace runs the gateway with GODEBUG=gctrace=1, so that its log
+	// has a line per collection, with the heap it found live
+	// (Gateway.LastGC).
+	GCTrace bool
 }
 
 // Gateway is a running gateway subprocess.
@@ -119,6 +125,9 @@ func StartGateway(ctx context.Context, o GatewayOptions) (*Gateway, error) {
 	}
 	cmd := exec.Command(bin, "--config", cfgPath)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if o.GCTrace {
+		cmd.Env = append(os.Environ(), "GODEBUG=gctrace=1")
+	}
 	// Its own process group (a terminal's Ctrl-C reaches only us, and we
 	// stop it in order), and on Linux killed if we die.
 	cmd.SysProcAttr = controlplane.ChildProcAttr(false)
@@ -204,4 +213,53 @@ func freeAddr() (string, error) {
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
+}
+
+// GC is one collection as the runtime's gctrace line reports it.
+type GC struct {
+	// Num numbers the collections from 1.
+	Num int
+	// Live is the heap marked live, Stacks the goroutine stacks scanned,
+	// both in whole MiB as gctrace prints them.
+	Live, Stacks int64
+}
+
+// gctraceLine matches a gctrace line: "gc 12 @3.456s 1%: ... ms cpu,
+// 4->4->2 MB, 5 MB goal, 0 MB stacks, 0 MB globals, 2 P".
+var gctraceLine = regexp.MustCompile(`(?m)^gc (\d+) @[^\n]*?, \d+->\d+->(\d+) MB, \d+ MB goal, (\d+) MB stacks`)
+
+// LastGC returns the last collection in the gateway's log, if it was
+// started with GatewayOptions.GCTrace and has collected.
+func (g *Gateway) LastGC() (GC, bool) {
+	b, err := os.ReadFile(g.logPath)
+	if err != nil {
+		return GC{}, false
+	}
+	return lastGC(b)
+}
+
+// lastGC finds the last gctrace line in a log.
+func lastGC(b []byte) (GC, bool) {
+	m := gctraceLine.FindAllSubmatch(b, -1)
+	if len(m) == 0 {
+		return GC{}, false
+	}
+	last := m[len(m)-1]
+	num, _ := strconv.Atoi(string(last[1]))
+	live, _ := strconv.ParseInt(string(last[2]), 10, 64)
+	stacks, _ := strconv.ParseInt(string(last[3]), 10, 64)
+	return GC{Num: num, Live: live << 20, Stacks: stacks << 20}, true
+}
+
+// NextGC waits, polling the log, for a collection after the one
+// numbered after (0: any), and returns it; false if none came within
+// timeout. The runtime collects at least every two minutes.
+func (g *Gateway) NextGC(ctx context.Context, after int, timeout time.Duration) (GC, bool) {
+	var gc GC
+	ok := waitForEvery(ctx, timeout, 100*time.Millisecond, func() bool {
+		var found bool
+		gc, found = g.LastGC()
+		return found && gc.Num > after
+	})
+	return gc, ok
 }

@@ -108,6 +108,7 @@ func (z Sizes) withDefaults() Sizes {
 	set(&z.Windows, d.Windows)
 	setF(&z.WindowRate, d.WindowRate)
 	set(&z.WindowOpens, d.WindowOpens)
+	setD(&z.WindowGCWait, d.WindowGCWait)
 	setD(&z.Drain, d.Drain)
 	setD(&z.Settle, d.Settle)
 	return z

@@ -79,11 +79,14 @@ type Sizes struct {
 	// increasing order; Pods are created up to each (windows.go).
 	// Windows: windows open during its update phase, one per socket;
 	// WindowRate: its updates per second (for Duration); WindowOpens:
-	// first windows timed per case and arm.
-	WindowPods  []int
-	Windows     int
-	WindowRate  float64
-	WindowOpens int
+	// first windows timed per case and arm; WindowGCWait: the longest
+	// wait for a collection before reading the live heap (none: no such
+	// figure).
+	WindowPods   []int
+	Windows      int
+	WindowRate   float64
+	WindowOpens  int
+	WindowGCWait time.Duration
 	// ResyncBudget is the per-client resync budget (objects/s) the abuse
 	// scenario's goal holds the gateway to: the default of the gateway's
 	// websocket.resyncBudget. The harness does not configure the gateway's.
@@ -112,7 +115,7 @@ var DefaultSizes = Sizes{
 	Upstream: 1000, UpstreamRate: 100, Relist: 100, RelistUpdates: 1000, RelistRate: 100,
 	Abuse: 100, AbuseRate: 20, AbuseSubscriptions: 100, AbuseResync: 5 * time.Second, ResyncBudget: 2000,
 	WatchList: 100, WatchListReaders: 10,
-	WindowPods: []int{10_000, 100_000}, Windows: 1000, WindowRate: 100, WindowOpens: 20,
+	WindowPods: []int{10_000, 100_000}, Windows: 1000, WindowRate: 100, WindowOpens: 20, WindowGCWait: 150 * time.Second,
 	Drain: 60 * time.Second, Settle: 2 * time.Second,
 }
 
@@ -126,7 +129,7 @@ var FullSizes = Sizes{
 	Upstream: 3000, UpstreamRate: 100, Relist: 1000, RelistUpdates: 3000, RelistRate: 100,
 	Abuse: 1000, AbuseRate: 100, AbuseSubscriptions: 100, AbuseResync: 5 * time.Second, ResyncBudget: 2000,
 	WatchList: 1000, WatchListReaders: 50,
-	WindowPods: []int{10_000, 100_000}, Windows: 1000, WindowRate: 100, WindowOpens: 50,
+	WindowPods: []int{10_000, 100_000}, Windows: 1000, WindowRate: 100, WindowOpens: 50, WindowGCWait: 150 * time.Second,
 	Drain: 120 * time.Second, Settle: 2 * time.Second,
 }
 

@@ -492,13 +492,18 @@ func currentRV(ctx context.Context, c kubernetes.Interface) (uint64, error) {
 
 // waitFor polls cond every 20ms until it holds or timeout passes.
 func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) bool {
+	return waitForEvery(ctx, timeout, 20*time.Millisecond, cond)
+}
+
+// waitForEvery polls cond every period until it holds or timeout passes.
+func waitForEvery(ctx context.Context, timeout, period time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return false
 		}
 		select {
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(period):
 		case <-ctx.Done():
 		}
 	}

@@ -63,9 +63,13 @@ import (
 // every Pod is updated.) Before the windows open, the same updates
 // run with one window open (the table kept, its sort index built): its
 // CPU per update, against the phase's, is what the windows add. The
-// memory figures are the growth of the gateway's Go heap+stacks in use
-// and of its RSS, read after Settle: sockets opened (idle), then one
-// window subscribed on each, divided by their number.
+// memory figures are per socket (opened idle) and per window (then one
+// subscribed on each): the growth of the gateway's RSS and of the bytes
+// it allocated (go_memstats_alloc_bytes_total), read after Settle, and
+// of the heap and stacks it found live in the first collection after
+// each step (the gateway runs with GODEBUG=gctrace=1; the runtime
+// collects at least every two minutes, and WindowGCWait bounds the
+// wait), the only figure that counts no garbage.
 //
 // Every window keeps a copy built only from its frames' operations; at
 // the end it must hold its expected rows, and each update of a Pod it
@@ -557,7 +561,7 @@ func scenarioWindows(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]F
 
 // windowsAt measures one size on a fresh gateway.
 func windowsAt(ctx context.Context, env *Env, z Sizes, n int, log io.Writer) ([]Figure, error) {
-	g, err := StartGateway(ctx, GatewayOptions{Binary: env.GatewayBinary, Kubeconfig: env.Kubeconfig, Dir: env.Dir, Resources: []string{"pods"}})
+	g, err := StartGateway(ctx, GatewayOptions{Binary: env.GatewayBinary, Kubeconfig: env.Kubeconfig, Dir: env.Dir, Resources: []string{"pods"}, GCTrace: true})
 	if err != nil {
 		return nil, err
 	}
@@ -659,7 +663,7 @@ func windowsAt(ctx context.Context, env *Env, z Sizes, n int, log io.Writer) ([]
 		return figs, err
 	}
 
-	uf, err := windowUpdates(ctx, &genv, z, n, wsURL, tc, log)
+	uf, err := windowUpdates(ctx, &genv, g, z, n, wsURL, tc, log)
 	for _, f := range uf {
 		fig(f.Arm, f.Metric, f.Unit, f.Value)
 	}
@@ -747,7 +751,7 @@ func apiserverFirstRows(ctx context.Context, env *Env, z Sizes, n int, log io.Wr
 
 // windowUpdates runs the update phases: with one window, then with
 // z.Windows. tc is closed once the baseline's window is open.
-func windowUpdates(ctx context.Context, env *Env, z Sizes, n int, wsURL string, tc *timingConn, log io.Writer) ([]Figure, error) {
+func windowUpdates(ctx context.Context, env *Env, g *Gateway, z Sizes, n int, wsURL string, tc *timingConn, log io.Writer) ([]Figure, error) {
 	// Pods first..covered-1 are each in 5 windows (all of them when the
 	// windows cover no more than twice their limit, as in small runs).
 	covered, first := windowCoverage(n), 0
@@ -781,12 +785,17 @@ func windowUpdates(ctx context.Context, env *Env, z Sizes, n int, wsURL string, 
 	fmt.Fprintf(log, "  1 window: %d updates, gateway CPU %.3f ms per update (idle %.1f ms/s)\n", plan.Count, perUpdate, idleRate)
 	fig("CPU per update, 1 window", "ms", perUpdate)
 
-	// Memory: sockets, then one window on each.
+	// Memory: sockets, then one window on each. RSS and the bytes
+	// allocated are read after Settle; the heap held, from the first
+	// collection after each step (gctrace), as the gateway cannot be made
+	// to collect from outside.
 	type mem struct {
-		heap, alloc float64
-		rss         int64
+		alloc float64
+		rss   int64
+		gc    GC
+		gcOK  bool
 	}
-	gwMem := func() (m mem, err error) {
+	gwMem := func(collect bool) (m mem, err error) {
 		if m.rss, err = settledRSS(env.GatewayPID, z.Settle); err != nil {
 			return m, err
 		}
@@ -794,13 +803,16 @@ func windowUpdates(ctx context.Context, env *Env, z Sizes, n int, wsURL string, 
 		if err != nil {
 			return m, err
 		}
-		heap, err1 := metricValue(b, "go_memstats_heap_inuse_bytes")
-		stack, err2 := metricValue(b, "go_memstats_stack_inuse_bytes")
-		m.alloc, err = metricValue(b, "go_memstats_alloc_bytes_total")
-		m.heap = heap + stack
-		return m, errors.Join(err1, err2, err)
+		if m.alloc, err = metricValue(b, "go_memstats_alloc_bytes_total"); err != nil || !collect {
+			return m, err
+		}
+		last, _ := g.LastGC()
+		if m.gc, m.gcOK = g.NextGC(ctx, last.Num, z.WindowGCWait); !m.gcOK {
+			fmt.Fprintf(log, "  no collection within %v: no live heap figure\n", z.WindowGCWait)
+		}
+		return m, ctx.Err()
 	}
-	m0, err := gwMem()
+	m0, err := gwMem(false)
 	if err != nil {
 		return figs, err
 	}
@@ -819,7 +831,7 @@ func windowUpdates(ctx context.Context, env *Env, z Sizes, n int, wsURL string, 
 	}); err != nil {
 		return figs, err
 	}
-	m1, err := gwMem()
+	m1, err := gwMem(true)
 	if err != nil {
 		return figs, err
 	}
@@ -828,19 +840,24 @@ func windowUpdates(ctx context.Context, env *Env, z Sizes, n int, wsURL string, 
 	}); err != nil {
 		return figs, fmt.Errorf("open %d windows: %w", len(ws), err)
 	}
-	m2, err := gwMem()
+	m2, err := gwMem(true)
 	if err != nil {
 		return figs, err
 	}
 	w := float64(len(ws)) * 1024
-	fmt.Fprintf(log, "  %d sockets: Go heap+stacks %.1f KiB, RSS %.1f KiB, allocated %.1f KiB each; a window on each: %.1f KiB, %.1f KiB, %.1f KiB more each\n",
-		len(ws), (m1.heap-m0.heap)/w, float64(m1.rss-m0.rss)/w, (m1.alloc-m0.alloc)/w, (m2.heap-m1.heap)/w, float64(m2.rss-m1.rss)/w, (m2.alloc-m1.alloc)/w)
+	fmt.Fprintf(log, "  %d sockets: RSS %.1f KiB, allocated %.1f KiB each; a window on each: RSS %.1f KiB, allocated %.1f KiB more each\n",
+		len(ws), float64(m1.rss-m0.rss)/w, (m1.alloc-m0.alloc)/w, float64(m2.rss-m1.rss)/w, (m2.alloc-m1.alloc)/w)
+	if m1.gcOK && m2.gcOK {
+		held := float64(m2.gc.Live+m2.gc.Stacks-m1.gc.Live-m1.gc.Stacks) / w
+		fmt.Fprintf(log, "  live heap+stacks after collections %d and %d: %d -> %d MiB, %.1f KiB per window\n",
+			m1.gc.Num, m2.gc.Num, (m1.gc.Live+m1.gc.Stacks)>>20, (m2.gc.Live+m2.gc.Stacks)>>20, held)
+		fig(fmt.Sprintf("live heap+stacks per window (N=%d)", len(ws)), "KiB", held)
+	}
 	for _, x := range []struct {
 		what   string
 		before mem
 		after  mem
 	}{{"window", m1, m2}, {"socket", m0, m1}} {
-		fig(fmt.Sprintf("Go heap+stacks per %s (N=%d)", x.what, len(ws)), "KiB", (x.after.heap-x.before.heap)/w)
 		fig(fmt.Sprintf("RSS per %s (N=%d)", x.what, len(ws)), "KiB", float64(x.after.rss-x.before.rss)/w)
 		fig(fmt.Sprintf("allocated per %s (N=%d)", x.what, len(ws)), "KiB", (x.after.alloc-x.before.alloc)/w)
 	}
@@ -991,9 +1008,9 @@ const windowFlatBound = 1.5
 
 // windowGoals judges the windows scenario: the first window of 50 rows
 // within 10 ms, case by case, with kube-apiserver's figures beside it;
-// and, between the smallest and the largest size, CPU per update and
-// bytes allocated per window with many windows open, flat in the number
-// of objects.
+// and, between the smallest and the largest size, CPU per update, and
+// the heap held and the bytes allocated per window, with many windows
+// open, flat in the number of objects.
 func windowGoals(figs []Figure) []string {
 	// by[size][arm+"|"+metric without the size]
 	by := map[int]map[string]float64{}
@@ -1047,10 +1064,11 @@ func windowGoals(figs []Figure) []string {
 	var flat []string
 	for key := range hi {
 		arm, metric, _ := strings.Cut(key, "|")
-		// Memory in use and RSS carry the garbage not yet collected; the
-		// bytes allocated per window do not depend on collections.
+		// RSS carries the garbage not yet collected; the heap found live
+		// by a collection and the bytes allocated do not depend on when
+		// collections run.
 		if arm != ArmGateway || !(strings.HasPrefix(metric, "CPU per update, ") && metric != "CPU per update, 1 window" ||
-			strings.HasPrefix(metric, "allocated per window")) {
+			strings.HasPrefix(metric, "allocated per window") || strings.HasPrefix(metric, "live heap+stacks per window")) {
 			continue
 		}
 		a, ok := lo[key]

@@ -21,7 +21,7 @@ func TestWindowGoals(t *testing.T) {
 		add(n, ArmJSON+" full list", "first 50 rows (median)", 3000)
 		add(n, ArmProto+" full list", "first 50 rows (median)", 2000)
 		add(n, ArmGateway, "allocated per window (N=1000)", 30)
-		add(n, ArmGateway, "Go heap+stacks per window (N=1000)", float64(n)/1000) // noise: not judged
+		add(n, ArmGateway, "RSS per window (N=1000)", float64(n)/1000) // garbage: not judged
 		add(n, ArmGateway, "CPU per update, 1 window", 0.3)
 	}
 	add(10000, ArmGateway, "first window, new sort order (median)", 9)
@@ -29,7 +29,9 @@ func TestWindowGoals(t *testing.T) {
 	add(100000, ArmGateway, "first window, new table", 16000)
 	add(10000, ArmGateway, "CPU per update, 1000 windows", 0.5)
 	add(100000, ArmGateway, "CPU per update, 1000 windows", 1.0)
-	add(100000, ArmGateway, "RSS per window (N=1000)", 9) // no counterpart at 10,000: not judged
+	add(10000, ArmGateway, "live heap+stacks per window (N=1000)", 4)
+	add(100000, ArmGateway, "live heap+stacks per window (N=1000)", 7)
+	add(100000, ArmGateway, "allocated per socket (N=1000)", 9) // no counterpart at 10,000, and not judged
 
 	got := windowGoals(figs)
 	for _, want := range []string{
@@ -40,12 +42,28 @@ func TestWindowGoals(t *testing.T) {
 		"goal: first window of 50 rows over 100000 pods <= 10 ms, a new table (the first window on pods): 16000.00 ms, MISSED by 15990.00 ms (1600.0x)",
 		"goal: CPU per update, 1000 windows flat in the number of objects (at most 1.5x from 10000 to 100000 pods): 0.500 and 1.000, 2.00x, MISSED by 0.50x",
 		"goal: allocated per window (N=1000) flat in the number of objects (at most 1.5x from 10000 to 100000 pods): 30.000 and 30.000, 1.00x, met",
+		"goal: live heap+stacks per window (N=1000) flat in the number of objects (at most 1.5x from 10000 to 100000 pods): 4.000 and 7.000, 1.75x, MISSED by 0.25x",
 	} {
 		if !slices.Contains(got, want) {
 			t.Errorf("goals lack\n  %s\nin\n  %s", want, strings.Join(got, "\n  "))
 		}
 	}
-	if len(got) != 9 {
-		t.Errorf("%d goal lines, want 9:\n  %s", len(got), strings.Join(got, "\n  "))
+	if len(got) != 10 {
+		t.Errorf("%d goal lines, want 10:\n  %s", len(got), strings.Join(got, "\n  "))
+	}
+}
+
+func TestLastGC(t *testing.T) {
+	log := []byte(`{"level":"warn","msg":"gc 99 is not a trace line"}
+gc 1 @0.012s 2%: 0.016+1.2+0.021 ms clock, 0.033+0.31/0.92/0+0.043 ms cpu, 3->4->1 MB, 4 MB goal, 0 MB stacks, 0 MB globals, 2 P
+gc 12 @61.520s 0%: 0.11+35+0.004 ms clock, 0.22+1.1/17/0+0.009 ms cpu, 1210->1215->1034 MB, 2260 MB goal, 3 MB stacks, 0 MB globals, 2 P (forced)
+{"level":"warn","msg":"after"}
+`)
+	got, ok := lastGC(log)
+	if want := (GC{Num: 12, Live: 1034 << 20, Stacks: 3 << 20}); !ok || got != want {
+		t.Errorf("lastGC = %+v, %t; want %+v", got, ok, want)
+	}
+	if _, ok := lastGC([]byte(`{"level":"warn"}`)); ok {
+		t.Error("lastGC found a collection in a log without one")
 	}
 }
