@@ -41,7 +41,11 @@
 // its offset, and it survives the anchor row's deletion. Scrolling an
 // offset window whose rows shift under it is the consumer's choice to
 // make; a dashboard at the top of a list wants the offset, one scrolled
-// down the cursor (Window.CursorAt gives the cursor of a row).
+// down the cursor (Window.CursorAt gives the cursor of a row). A consumer
+// that reads a window once instead of following it (a REST page) takes
+// its Window.Snapshot, and starts the next page at Window.CursorAfter
+// its last row: every row sorted after that row then, whatever changed
+// in between.
 //
 // Per change, a window's operations are the least that take its copy to
 // the new rows: none for a row that stays outside it, an update for one
