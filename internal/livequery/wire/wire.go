@@ -233,12 +233,8 @@ func ParseToken(tok string, s livequery.SortSpec) (livequery.Cursor, error) {
 	if len(tok) > MaxCursorLen {
 		return bad("longer than %d bytes", MaxCursorLen)
 	}
-	b, err := base64.RawURLEncoding.DecodeString(tok)
-	if err != nil {
-		return bad("not a cursor this gateway issued")
-	}
-	var t token
-	if err := json.Unmarshal(b, &t); err != nil || t.Name == "" {
+	t, ok := decodeToken(tok)
+	if !ok {
 		return bad("not a cursor this gateway issued")
 	}
 	if t.Key != s.Key || t.Desc != s.Desc {
@@ -274,6 +270,29 @@ func ParseToken(tok string, s livequery.SortSpec) (livequery.Cursor, error) {
 		return bad("not a cursor this gateway issued")
 	}
 	return c, nil
+}
+
+// TokenSort returns the sort a cursor token belongs to, and false for a
+// string that is not a cursor token: for telling a client which sort a
+// token it sent elsewhere continues.
+func TokenSort(tok string) (livequery.SortSpec, bool) {
+	t, ok := decodeToken(tok)
+	if !ok || len(tok) > MaxCursorLen {
+		return livequery.SortSpec{}, false
+	}
+	return livequery.SortSpec{Key: t.Key, Desc: t.Desc}, true
+}
+
+func decodeToken(tok string) (token, bool) {
+	var t token
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return t, false
+	}
+	if err := json.Unmarshal(b, &t); err != nil || t.Name == "" {
+		return t, false
+	}
+	return t, true
 }
 
 func sortName(t token) string {

@@ -75,6 +75,9 @@ func TestTokenRoundTrip(t *testing.T) {
 		if err != nil || livequery.Compare(got.Value, v) != 0 || got.Value.Kind() != v.Kind() || got.Namespace != "ns" || got.Name != "web-1" {
 			t.Errorf("%v: round trip gave %+v, %v", v, got, err)
 		}
+		if got, ok := TokenSort(tok); !ok || got != s {
+			t.Errorf("%v: TokenSort gave %+v, %v; want %+v", v, got, ok, s)
+		}
 		if _, err := ParseToken(tok, livequery.SortSpec{Key: "Restarts"}); err == nil ||
 			!strings.Contains(err.Error(), "belongs to another sort (Restarts descending)") {
 			t.Errorf("%v: a token of another order: %v", v, err)
@@ -82,6 +85,11 @@ func TestTokenRoundTrip(t *testing.T) {
 	}
 	if _, err := ParseToken(strings.Repeat("a", MaxCursorLen+1), s); err == nil {
 		t.Error("an over-long token was accepted")
+	}
+	for _, tok := range []string{"", "%%%", "e30", strings.Repeat("a", MaxCursorLen+1)} { // "e30" is {}
+		if got, ok := TokenSort(tok); ok {
+			t.Errorf("TokenSort(%q) = %+v, want no token", tok, got)
+		}
 	}
 }
 
