@@ -2,8 +2,13 @@ package httpapi
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,11 +16,16 @@ import (
 	"time"
 
 	gocmp "github.com/google/go-cmp/cmp"
+	"go.uber.org/zap/zaptest"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
+	"kubegate/internal/auth"
+	"kubegate/internal/namespaces"
 	"kubegate/internal/testenv"
 )
 
@@ -241,7 +251,7 @@ func TestSortedListsEqualTheApiserversSortedList(t *testing.T) {
 			for i, p := range pages {
 				seen += len(p.Items)
 				if p.Metadata.Continue != "" && (p.Metadata.RemainingItemCount == nil || int(*p.Metadata.RemainingItemCount) != len(want)-seen) {
-					t.Errorf("page %d: remainingItemCount %v, want %d", i, p.Metadata.RemainingItemCount, len(want)-seen)
+					t.Errorf("page %d: remainingItemCount %s, want %d", i, ptrString(p.Metadata.RemainingItemCount), len(want)-seen)
 				}
 				if rv, err := strconv.ParseUint(p.Metadata.ResourceVersion, 10, 64); err != nil || rv == 0 {
 					t.Errorf("page %d: resourceVersion %q", i, p.Metadata.ResourceVersion)
@@ -257,6 +267,13 @@ func TestSortedListsEqualTheApiserversSortedList(t *testing.T) {
 			}
 		})
 	}
+}
+
+func ptrString(p *int64) string {
+	if p == nil {
+		return "absent"
+	}
+	return strconv.FormatInt(*p, 10)
 }
 
 func modelData(cms []modelCM, ns, name string) int {
@@ -339,8 +356,10 @@ func TestSortedListContinueIsCursorConsistent(t *testing.T) {
 	}, {
 		name: "data desc", query: "sort=data&order=desc", key: "data", desc: true,
 		change: func() {
-			del("cm-39")        // data 3, seen
-			del("cm-35")        // data 3, seen
+			// The first page is cm-20 (data 7, since the case above),
+			// then cm-07 to cm-31 (data 3).
+			del("cm-07")
+			del("cm-11")
 			setData("cm-31", 0) // seen; moves to the end
 			setData("cm-01", 9) // not seen; moves to the top
 		},
@@ -409,4 +428,288 @@ func count(s []string, v string) int {
 		}
 	}
 	return n
+}
+
+// getListAs is getList with a bearer token.
+func getListAs(t *testing.T, u, token string) (list, response) {
+	t.Helper()
+	r := do(t, "GET", u, "Authorization", "Bearer "+token)
+	var l list
+	if r.code == http.StatusOK {
+		if err := json.Unmarshal(r.body, &l); err != nil {
+			t.Fatalf("GET %s: %v in %s", u, err, r.body)
+		}
+	}
+	return l, r
+}
+
+// TestSortedListRBAC runs sorted lists as a ServiceAccount that the real
+// apiserver's RBAC lets list ConfigMaps in one namespace only: its
+// cluster-wide sorted list holds that namespace's rows only, in order,
+// on every page, and a sorted list in another namespace is forbidden.
+func TestSortedListRBAC(t *testing.T) {
+	env := testenv.Get(t)
+	mine, other := env.Namespace(t), env.Namespace(t)
+	cs := env.Client
+	ctx := t.Context()
+	id := "sorted-rbac-" + mine
+	var cms []*corev1.ConfigMap
+	for _, ns := range []string{mine, other} {
+		for i := range 12 {
+			cms = append(cms, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("cm-%02d", i),
+				Labels: map[string]string{"sorted": id}}})
+		}
+	}
+	createManyConfigMaps(t, cs, cms)
+	if _, err := cs.RbacV1().Roles(mine).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "cm-reader"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().RoleBindings(mine).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "cm-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "cm-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "reader", Namespace: mine}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	token := serviceAccountToken(t, cs, mine, "reader")
+	tr, err := auth.NewTokenReview(auth.TokenReviewOptions{Client: cs, SuccessTTL: -1, FailureTTL: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bearer, err := auth.NewBearer(auth.BearerOptions{Tokens: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := startGateway(t, func(o *Options) {
+		sar, err := auth.NewSubjectAccessReview(auth.SubjectAccessReviewOptions{Client: cs, Namespaces: namespaces.FromInformer(o.Manager),
+			AllowTTL: -1, DenyTTL: -1, ScanTTL: -1, Logger: zaptest.NewLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Authenticator, o.Authorizer = bearer, sar
+	})
+
+	u := gw + "/api/v1/configmaps?labelSelector=" + url.QueryEscape("sorted="+id) + "&sort=metadata.name&order=desc"
+	var want []string
+	for i := 11; i >= 0; i-- {
+		want = append(want, fmt.Sprintf("%s/cm-%02d", mine, i))
+	}
+	// The binding takes effect once the apiserver's RBAC cache has it.
+	var l list
+	var last response
+	eventually(t, "the reader's sorted list", func() bool {
+		l, last = getListAs(t, u, token)
+		return last.code == http.StatusOK && len(l.Items) == len(want)
+	})
+	if diff := gocmp.Diff(want, l.keys()); diff != "" {
+		t.Errorf("cluster-wide sorted list (-want +got):\n%s", diff)
+	}
+	var got []string
+	for cont := ""; ; {
+		next := u + "&limit=5"
+		if cont != "" {
+			next += "&continue=" + url.QueryEscape(cont)
+		}
+		page, r := getListAs(t, next, token)
+		if r.code != http.StatusOK {
+			t.Fatalf("page: %d %s", r.code, r.body)
+		}
+		got = append(got, page.keys()...)
+		if cont = page.Metadata.Continue; cont == "" {
+			break
+		}
+	}
+	if diff := gocmp.Diff(want, got); diff != "" {
+		t.Errorf("cluster-wide sorted pages (-want +got):\n%s", diff)
+	}
+	_, r := getListAs(t, gw+"/api/v1/namespaces/"+other+"/configmaps?sort=metadata.name", token)
+	if st := r.status(t); r.code != http.StatusForbidden || st.Reason != metav1.StatusReasonForbidden {
+		t.Errorf("sorted list in another namespace: %d %s", r.code, r.body)
+	}
+}
+
+const tableAccept = "application/json;as=Table;v=v1;g=meta.k8s.io"
+
+// TestSortedListTable asks for sorted pages as Tables, as kubectl asks
+// for lists: the columns are those kube-apiserver serves for the
+// resource, and the rows come in the sorted order, page after page. The
+// JSON list that kubectl get --raw reads is sorted too.
+func TestSortedListTable(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	var cms []*corev1.ConfigMap
+	for i := range 12 {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("cm-%02d", i)}, Data: map[string]string{}}
+		for k := range (i * 7) % 5 {
+			cm.Data[strconv.Itoa(k)] = "v"
+		}
+		cms = append(cms, cm)
+	}
+	createManyConfigMaps(t, env.Client, cms)
+	gw := startGateway(t, nil)
+	path := "/api/v1/namespaces/" + ns + "/configmaps"
+	eventually(t, "the gateway to hold every ConfigMap", func() bool { return len(getList(t, gw+path+"?sort=data").Items) == len(cms) })
+
+	apiserver, err := env.Client.CoreV1().RESTClient().Get().AbsPath(path).SetHeader("Accept", tableAccept).DoRaw(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var upstream metav1.Table
+	if err := json.Unmarshal(apiserver, &upstream); err != nil {
+		t.Fatal(err)
+	}
+	columns := func(tb metav1.Table) []string {
+		var out []string
+		for _, c := range tb.ColumnDefinitions {
+			out = append(out, c.Name+"/"+c.Type+"/"+strconv.Itoa(int(c.Priority)))
+		}
+		return out
+	}
+	all, err := env.Client.CoreV1().ConfigMaps(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := modelList(modelCMs(all.Items), ns, "", "data", true)
+
+	gwc, err := kubernetes.NewForConfig(&rest.Config{Host: gw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	var pages int
+	for cont := ""; ; pages++ {
+		req := gwc.CoreV1().RESTClient().Get().AbsPath(path).Param("sort", "data").Param("order", "desc").Param("limit", "5").
+			SetHeader("Accept", tableAccept)
+		if cont != "" {
+			req = req.Param("continue", cont)
+		}
+		b, err := req.DoRaw(t.Context())
+		if err != nil {
+			t.Fatalf("page %d: %v %s", pages, err, b)
+		}
+		var tb metav1.Table
+		if err := json.Unmarshal(b, &tb); err != nil {
+			t.Fatal(err)
+		}
+		if tb.Kind != "Table" || tb.APIVersion != "meta.k8s.io/v1" {
+			t.Errorf("page %d: kind %q apiVersion %q", pages, tb.Kind, tb.APIVersion)
+		}
+		if diff := gocmp.Diff(columns(upstream), columns(tb)); diff != "" {
+			t.Errorf("page %d: columns (-apiserver +gateway):\n%s", pages, diff)
+		}
+		for _, row := range tb.Rows {
+			var m metav1.PartialObjectMetadata
+			if err := json.Unmarshal(row.Object.Raw, &m); err != nil {
+				t.Fatalf("row object: %v in %s", err, row.Object.Raw)
+			}
+			if name, _ := row.Cells[0].(string); name != m.Name {
+				t.Errorf("row of %s shows name %v", m.Name, row.Cells[0])
+			}
+			if n, _ := row.Cells[1].(float64); int(n) != modelData(modelCMs(all.Items), ns, m.Name) {
+				t.Errorf("row of %s shows data %v", m.Name, row.Cells[1])
+			}
+			got = append(got, m.Namespace+"/"+m.Name)
+		}
+		if cont = tb.Continue; cont == "" {
+			break
+		}
+	}
+	if diff := gocmp.Diff(want, got); diff != "" {
+		t.Errorf("Table rows (-want +got):\n%s", diff)
+	}
+	if pages != 2 {
+		t.Errorf("%d pages after the first, want 2", pages)
+	}
+
+	dir := t.TempDir()
+	cmd := exec.CommandContext(t.Context(), env.Kubectl(t), "--server", gw, "--cache-dir", filepath.Join(dir, "cache"),
+		"get", "--raw", path+"?sort=data&order=desc")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(dir, "none"), "HOME="+dir)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("kubectl get --raw: %v %s", err, out)
+	}
+	var l list
+	if err := json.Unmarshal(out, &l); err != nil {
+		t.Fatalf("kubectl get --raw: %v in %s", err, out)
+	}
+	if diff := gocmp.Diff(want, l.keys()); diff != "" {
+		t.Errorf("kubectl get --raw (-want +got):\n%s", diff)
+	}
+}
+
+// TestSortedListBadInput: every refused sorted list gets a complete
+// Status naming what is wrong, including a continue token sent to the
+// other kind of list.
+func TestSortedListBadInput(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	createConfigMaps(t, env.Client, ns, nil, "a", "b", "c")
+	gw := startGateway(t, nil)
+	path := gw + "/api/v1/namespaces/" + ns + "/configmaps"
+	eventually(t, "the gateway to hold every ConfigMap", func() bool { return len(getList(t, path+"?sort=metadata.name").Items) == 3 })
+	token := func(q string) string {
+		t.Helper()
+		c := getList(t, path+"?"+q).Metadata.Continue
+		if c == "" {
+			t.Fatalf("%s: no continue token", q)
+		}
+		return url.QueryEscape(c)
+	}
+	byName, byData, byAge, plain := token("sort=metadata.name&limit=1"), token("sort=data&limit=1"),
+		token("sort=age&limit=1"), token("limit=1")
+
+	tests := []struct {
+		name, query string
+		code        int
+		reason      metav1.StatusReason
+		msg         string
+	}{
+		{"unknown sort key", "sort=spec.containers", 400, metav1.StatusReasonBadRequest,
+			`invalid sort: "spec.containers" is not a sort key of configmaps; sort by a column (Name, Data, Age), metadata.name`},
+		{"bad order", "sort=data&order=up", 400, metav1.StatusReasonBadRequest, `invalid order: "up" is neither "asc" nor "desc"`},
+		{"order alone", "order=sideways", 400, metav1.StatusReasonBadRequest, `invalid order: "sideways"`},
+		{"long filter", "filter=" + strings.Repeat("x", 257), 400, metav1.StatusReasonBadRequest, "invalid filter: longer than 256 bytes"},
+		{"NUL in filter", "filter=a%00b", 400, metav1.StatusReasonBadRequest, "invalid filter: text contains a NUL byte"},
+		{"long sort", "sort=" + strings.Repeat("x", 254), 400, metav1.StatusReasonBadRequest, "invalid sort: longer than 253 bytes"},
+		{"limit above 1000", "sort=data&limit=1001", 400, metav1.StatusReasonBadRequest,
+			"invalid limit 1001: a sorted list (sort, order or filter) pages at most 1000 items"},
+		{"negative limit", "sort=data&limit=-1", 400, metav1.StatusReasonBadRequest, `invalid limit "-1"`},
+		{"garbage continue", "sort=metadata.name&continue=%25%25", 400, metav1.StatusReasonBadRequest,
+			"invalid continue token: not a cursor this gateway issued"},
+		{"another sort's continue", "sort=metadata.name&continue=" + byData, 400, metav1.StatusReasonBadRequest,
+			"invalid continue token: it continues a list sorted with sort=Data&order=asc"},
+		{"another order's continue", "sort=metadata.name&order=desc&continue=" + byName, 400, metav1.StatusReasonBadRequest,
+			"invalid continue token: it continues a list sorted with sort=metadata.name&order=asc"},
+		// Age ascending is the creation time descending: the message
+		// speaks as the client asked.
+		{"an age sort's continue", "sort=data&continue=" + byAge, 400, metav1.StatusReasonBadRequest,
+			"invalid continue token: it continues a list sorted with sort=Age&order=asc"},
+		{"a plain list's continue", "sort=metadata.name&continue=" + plain, 400, metav1.StatusReasonBadRequest,
+			"invalid continue token: it continues a list without sort, order and filter"},
+		{"a sorted list's continue, unsorted", "continue=" + byName, 400, metav1.StatusReasonBadRequest,
+			"invalid continue token: it continues a sorted list (sort=metadata.name&order=asc)"},
+		{"watch", "watch=true&sort=metadata.name", 400, metav1.StatusReasonBadRequest,
+			"sort, order and filter apply to lists only"},
+		{"watch with filter", "watch=1&filter=a", 400, metav1.StatusReasonBadRequest, "subscribe to a window over the WebSocket /ws"},
+		{"exact version", "sort=data&resourceVersion=1&resourceVersionMatch=Exact", 400, metav1.StatusReasonBadRequest,
+			"resourceVersionMatch=Exact cannot be combined with sort, order or filter"},
+		{"version with continue", "sort=metadata.name&resourceVersion=5&continue=" + byName, 400, metav1.StatusReasonBadRequest,
+			"specifying resourceVersion is not allowed when using continue"},
+		{"repeated sort", "sort=data&sort=metadata.name", 400, metav1.StatusReasonBadRequest, `query parameter "sort" given 2 times`},
+		{"future version", "sort=data&resourceVersion=999999999", 504, metav1.StatusReasonTimeout, "Too large resource version: 999999999"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := do(t, "GET", path+"?"+tc.query)
+			st := r.status(t)
+			if r.code != tc.code || st.Reason != tc.reason || st.Status != metav1.StatusFailure || st.APIVersion != "v1" ||
+				!strings.Contains(st.Message, tc.msg) {
+				t.Errorf("%d %s, want %d %s …%s…", r.code, r.body, tc.code, tc.reason, tc.msg)
+			}
+		})
+	}
 }
