@@ -107,6 +107,9 @@ type Options struct {
 	// wholeSortedWindow is the rows per window of a sorted list read
 	// whole (test hook). Default: maxSortedLimit.
 	wholeSortedWindow int
+	// wholeSortedRead, if set, is called once each window of a sorted
+	// list read whole has been read, with its index (test hook).
+	wholeSortedRead func(window int)
 }
 
 func (o Options) withDefaults() (Options, error) {

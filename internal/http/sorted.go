@@ -166,7 +166,7 @@ func (s *Server) readSortedList(ctx context.Context, res *informer.Resource, q l
 			prev.Close()
 		}
 	}()
-	for first := true; ; first = false {
+	for n := 0; ; n++ {
 		fw, err := s.opts.Tables.Open(ctx, res, q)
 		if err != nil {
 			return sortedPage{}, err
@@ -176,13 +176,16 @@ func (s *Server) readSortedList(ctx context.Context, res *informer.Resource, q l
 		}
 		prev = fw
 		snap := fw.Snapshot()
-		if first {
+		if n == 0 {
 			if st := checkListRV(p, snap.Version); st != nil {
 				return sortedPage{}, statusErr(st)
 			}
 			pg.rv, pg.printer = snap.Version, fw.Data().(*rows.Printer)
 		}
 		pg.objs = objects(snap.Rows, pg.objs, seen)
+		if s.opts.wholeSortedRead != nil {
+			s.opts.wholeSortedRead(n)
+		}
 		if snap.Count-snap.Offset <= len(snap.Rows) {
 			return pg, nil
 		}
@@ -220,7 +223,7 @@ func parseSortedContinue(tok string, spec livequery.SortSpec, cols []rows.Column
 	}
 	if other, ok := wire.TokenSort(tok); ok && other != spec {
 		key, order := userSort(other, cols)
-		return c, badRequestError("invalid continue token: it continues a list sorted with sort=%s&order=%s; "+
+		return c, badRequestError("invalid continue token: it continues a list sorted with sort=%s and order=%s; "+
 			"a continue token is valid only with the sort and order it was returned for", key, order)
 	}
 	var qe *livequery.InvalidQueryError
@@ -240,7 +243,7 @@ func sortedContinueError(tok string, cols []rows.Column) error {
 		return nil
 	}
 	key, order := userSort(spec, cols)
-	return badRequestError("invalid continue token: it continues a sorted list (sort=%s&order=%s); "+
+	return badRequestError("invalid continue token: it continues a sorted list (sort=%s, order=%s); "+
 		"continue it with the sort, order and filter it was returned for", key, order)
 }
 
