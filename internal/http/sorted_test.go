@@ -705,6 +705,10 @@ func TestSortedListBadInput(t *testing.T) {
 		{"repeated sort", "sort=data&sort=metadata.name", 400, metav1.StatusReasonBadRequest, `query parameter "sort" given 2 times`},
 		{"future version", "sort=data&resourceVersion=999999999", 504, metav1.StatusReasonTimeout, "Too large resource version: 999999999"},
 	}
+	// Deprecated watch paths are not served, sorted or not.
+	if r := do(t, "GET", gw+"/api/v1/watch/namespaces/"+ns+"/configmaps?sort=metadata.name"); r.code != http.StatusNotFound {
+		t.Errorf("a /watch/ path: %d %s", r.code, r.body)
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := do(t, "GET", path+"?"+tc.query)
