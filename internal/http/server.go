@@ -34,10 +34,11 @@ import (
 type Options struct {
 	// Manager serves every read. Required.
 	Manager *informer.Manager
-	// Tables serves live windows (sorted, filtered pages). The caller
-	// starts it (Tables.Start) and shares it between servers. Default:
-	// tables of the Manager's resources that the server starts and stops
-	// with itself.
+	// Tables serves live windows (sorted, filtered pages): sorted lists
+	// read them. Built by wire.NewTables, so that rows carry the cells of
+	// the resource's Table. The caller starts it (Tables.Start) and
+	// shares it between servers. Default: tables of the Manager's
+	// resources that the server starts and stops with itself.
 	Tables *feed.Tables
 	// Logger. Default: no logging.
 	Logger *zap.Logger

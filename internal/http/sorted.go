@@ -122,7 +122,8 @@ type sortedPage struct {
 	// next is where the next page starts, when there are more rows.
 	next      *livequery.Cursor
 	remaining int
-	// printer computed the rows' cells: the one to show them with.
+	// printer computed the rows' cells: the one to show them with (nil:
+	// the resource's printer now).
 	printer *rows.Printer
 }
 
@@ -138,7 +139,8 @@ func (s *Server) readSortedPage(ctx context.Context, res *informer.Resource, q l
 	if st := checkListRV(p, snap.Version); st != nil {
 		return sortedPage{}, statusErr(st)
 	}
-	pg := sortedPage{objs: objects(snap.Rows, nil, nil), rv: snap.Version, printer: fw.Data().(*rows.Printer)}
+	pg := sortedPage{objs: objects(snap.Rows, nil, nil), rv: snap.Version}
+	pg.printer, _ = fw.Data().(*rows.Printer)
 	if more := snap.Count - snap.Offset - len(snap.Rows); more > 0 {
 		c := fw.CursorAfter(snap.Rows[len(snap.Rows)-1])
 		pg.next, pg.remaining = &c, more
@@ -147,8 +149,8 @@ func (s *Server) readSortedPage(ctx context.Context, res *informer.Resource, q l
 }
 
 // readSortedList reads every row from q's cursor on, in windows of
-// maxSortedLimit rows (Options.wholeSortedWindow), each opened just past the last row of the one
-// before. Each window is closed only once the next is open, so that
+// maxSortedLimit rows (Options.wholeSortedWindow), each opened just past
+// the last row of the one before. Each window is closed only once the next is open, so that
 // they share one sorted view instead of building it again. An object
 // whose sort key changed while the list was read may be met twice: it
 // is listed once, where it was met first. The list's version is the
@@ -180,7 +182,8 @@ func (s *Server) readSortedList(ctx context.Context, res *informer.Resource, q l
 			if st := checkListRV(p, snap.Version); st != nil {
 				return sortedPage{}, statusErr(st)
 			}
-			pg.rv, pg.printer = snap.Version, fw.Data().(*rows.Printer)
+			pg.rv = snap.Version
+			pg.printer, _ = fw.Data().(*rows.Printer)
 		}
 		pg.objs = objects(snap.Rows, pg.objs, seen)
 		if s.opts.wholeSortedRead != nil {
