@@ -62,8 +62,10 @@
 // filter, held as an order-statistic tree (a treap with subtree sizes,
 // tree.go) of the rows that match. Both are built on the first Open that
 // needs them and shared by every window that sorts and filters alike
-// (equal Filter.key); a view goes with its last window, an index with its
-// last view. A view per distinct filter is what keeps counting and
+// (equal Filter.key). A view whose last window closes is kept, up to
+// date, among the table's idle views (Options.IdleViews, least recently
+// used dropped first), so that a window reopened alike finds it built;
+// an index goes with its last view. A view per distinct filter is what keeps counting and
 // selecting the k-th matching row logarithmic whatever the filter's
 // selectivity: a text filter or an RBAC namespace set is maintained
 // incrementally like any other, at the price of memory and of matching

@@ -186,7 +186,10 @@ func (t *Table) Open(q Query) (*Window, error) {
 		return nil, t.err
 	}
 	if t.views >= t.opts.MaxViews && !t.hasViewLocked(q.Sort, q.Filter) {
-		return nil, &TooManyViewsError{Max: t.opts.MaxViews}
+		if len(t.idle) == 0 {
+			return nil, &TooManyViewsError{Max: t.opts.MaxViews}
+		}
+		t.dropIdleLocked() // the least recently used view without windows
 	}
 	x, err := t.indexLocked(q.Sort)
 	if err != nil {
@@ -436,7 +439,9 @@ func (w *Window) Move(r Range) ([]Op, uint64, error) {
 			buf = append(buf, Op{Type: OpInsert, Pos: pos, Row: e.r.Row})
 			pos++
 		})
-		return w.countLocked(buf), w.t.rv, nil
+		w.count = -1 // a move's answer always ends with a count
+		w.count = -1 // a move's answer always ends with a count
+	return w.countLocked(buf), w.t.rv, nil
 	}
 	for range keepFrom - oldFrom {
 		buf = append(buf, Op{Type: OpRemove, Pos: 0})
@@ -451,6 +456,7 @@ func (w *Window) Move(r Range) ([]Op, uint64, error) {
 	for rank := keepTo; rank < to; rank++ {
 		at(rank-from, rank)
 	}
+	w.count = -1 // a move's answer always ends with a count
 	return w.countLocked(buf), w.t.rv, nil
 }
 
@@ -536,6 +542,6 @@ func (w *Window) Close() {
 		}
 	}
 	if len(v.windows) == 0 {
-		v.x.drop(v)
+		w.t.idleLocked(v)
 	}
 }
