@@ -441,7 +441,7 @@ func (w *Window) Move(r Range) ([]Op, uint64, error) {
 		})
 		w.count = -1 // a move's answer always ends with a count
 		w.count = -1 // a move's answer always ends with a count
-	return w.countLocked(buf), w.t.rv, nil
+		return w.countLocked(buf), w.t.rv, nil
 	}
 	for range keepFrom - oldFrom {
 		buf = append(buf, Op{Type: OpRemove, Pos: 0})
