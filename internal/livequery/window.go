@@ -440,7 +440,6 @@ func (w *Window) Move(r Range) ([]Op, uint64, error) {
 			pos++
 		})
 		w.count = -1 // a move's answer always ends with a count
-		w.count = -1 // a move's answer always ends with a count
 		return w.countLocked(buf), w.t.rv, nil
 	}
 	for range keepFrom - oldFrom {
