@@ -244,9 +244,15 @@ func run(ctx context.Context, cfg config.Config) error {
 	// Every part runs until ctx ends; the first to fail stops the others.
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return mgr.Start(gctx) })
-	g.Go(func() error { return tables.Start(gctx) })
+	// The live tables stop after the sockets have closed, so that no
+	// window ends with them while its socket is still open.
+	tablesCtx, stopTables := context.WithCancel(context.Background())
+	g.Go(func() error { return tables.Start(tablesCtx) })
 	g.Go(func() error { return httpServer.Start(gctx) })
-	g.Go(func() error { return wsServer.Start(gctx) })
+	g.Go(func() error {
+		defer stopTables()
+		return wsServer.Start(gctx)
+	})
 	g.Go(func() error { return hooks.Start(gctx) })
 	g.Go(func() error { return reloadWebhooks(gctx, cfg.ConfigPath, hooks, log.Named("webhook")) })
 	if certs != nil {

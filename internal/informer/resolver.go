@@ -30,6 +30,14 @@ type ResourceInfo struct {
 	selectableFields []string
 }
 
+// NewResourceInfo describes a resource as discovery would, with the
+// field selectors kube-apiserver supports for it, but no discovery entry
+// (API).
+func NewResourceInfo(gvr schema.GroupVersionResource, gvk schema.GroupVersionKind, namespaced bool) *ResourceInfo {
+	return &ResourceInfo{GVR: gvr, GVK: gvk, Namespaced: namespaced,
+		selectableFields: append([]string{"metadata.name", "metadata.namespace"}, extraSelectableFields[gvr.GroupResource()]...)}
+}
+
 // SelectableFields lists the fields field selectors may use for this
 // resource. The returned slice must not be modified.
 func (i *ResourceInfo) SelectableFields() []string { return i.selectableFields }
@@ -176,10 +184,9 @@ func (r *resolver) resolve(name string) (*ResourceInfo, error) {
 		if !slices.Contains(api.Verbs, "list") || !slices.Contains(api.Verbs, "watch") {
 			return nil, fmt.Errorf("%s: %w", gvr.GroupResource(), ErrNotWatchable)
 		}
-		info := &ResourceInfo{GVR: gvr, GVK: gvk, Namespaced: api.Namespaced, API: api}
+		info := NewResourceInfo(gvr, gvk, api.Namespaced)
+		info.API = api
 		info.API.Group, info.API.Version = gvr.Group, gvr.Version
-		info.selectableFields = append([]string{"metadata.name", "metadata.namespace"},
-			extraSelectableFields[gvr.GroupResource()]...)
 		return info, nil
 	}
 	return nil, &UnknownResourceError{Name: name}

@@ -80,7 +80,9 @@
 //   - Move (scrolling): O(log m + k) for k rows entering the window, and
 //     one removal per row leaving it (a reset when none stays).
 //   - Pop: O(operations), or O(log m + L) after a reset.
-//   - memory: O(n) per index and O(m) per view; O(L) per window.
+//   - memory: O(n) per index and O(m) per view; O(L) per window. Views
+//     are bounded per table (Options.MaxViews), so a table's memory is
+//     O(MaxViews·n) at worst, whatever its windows ask for.
 //
 // # Locking
 //

@@ -40,6 +40,12 @@ type Options struct {
 	MaxPending int
 	// MaxTextLen bounds Filter.Text. Default 256.
 	MaxTextLen int
+	// MaxViews bounds the views (distinct sorts and filters) open at
+	// once: each holds a tree of the rows it matches, up to one node per
+	// row, so they bound the table's memory at about MaxViews×rows
+	// nodes. An Open that needs one more fails with TooManyViewsError.
+	// Default 64.
+	MaxViews int
 }
 
 func (o Options) setDefaults() Options {
@@ -51,6 +57,9 @@ func (o Options) setDefaults() Options {
 	}
 	if o.MaxTextLen <= 0 {
 		o.MaxTextLen = 256
+	}
+	if o.MaxViews <= 0 {
+		o.MaxViews = 64
 	}
 	return o
 }
@@ -75,6 +84,8 @@ type Table struct {
 	wakes []*Window
 	// seed varies the trees' priority sequences.
 	seed uint64
+	// views counts the views of every index.
+	views int
 	// err is set by End: the table's data source is gone for good.
 	err error
 }
@@ -278,6 +289,13 @@ type entry struct {
 	val Value
 }
 
+// hasViewLocked reports whether the view of spec through f exists.
+// Caller must hold t.mu.
+func (t *Table) hasViewLocked(spec SortSpec, f Filter) bool {
+	x := t.indexes[spec]
+	return x != nil && x.views[f.key()] != nil
+}
+
 // index is the rows of a table in one sort order, seen through the views
 // its windows filter it with. It holds each row's sort value (computed
 // once per change), and a tree per view; a view's tree holds the entries
@@ -345,6 +363,7 @@ func (x *index) viewLocked(f Filter) *view {
 		return v
 	}
 	x.t.seed++
+	x.t.views++
 	v := &view{x: x, key: key, m: newMatcher(f), tree: newTree(x.cmp, x.t.seed)}
 	var sorted []*entry
 	for _, e := range x.entries {
@@ -386,6 +405,7 @@ func (x *index) change(old, nr *row) {
 // last view.
 func (x *index) drop(v *view) {
 	delete(x.views, v.key)
+	x.t.views--
 	if len(x.views) == 0 {
 		delete(x.t.indexes, x.spec)
 	}

@@ -118,6 +118,22 @@ func (e *InvalidQueryError) Status() metav1.Status {
 
 var _ apierrors.APIStatus = (*InvalidQueryError)(nil)
 
+// TooManyViewsError refuses a window that needs a view (a sort and
+// filter no open window uses) when the table holds Options.MaxViews.
+type TooManyViewsError struct{ Max int }
+
+func (e *TooManyViewsError) Error() string {
+	return fmt.Sprintf("too many distinct sorts and filters are open on this resource (%d); "+
+		"close windows, or sort and filter as other windows do", e.Max)
+}
+
+// Status implements apierrors.APIStatus: 429, as a limit that frees up.
+func (e *TooManyViewsError) Status() metav1.Status {
+	return *apistatus.New(http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests, e.Error())
+}
+
+var _ apierrors.APIStatus = (*TooManyViewsError)(nil)
+
 // Window is one consumer's live slice of a sorted, filtered view of a
 // table. Its consumer holds a copy of the slice and keeps it equal to
 // the view by applying, in order, the operations Pop and Move return.
@@ -168,6 +184,9 @@ func (t *Table) Open(q Query) (*Window, error) {
 	defer t.mu.Unlock()
 	if t.err != nil {
 		return nil, t.err
+	}
+	if t.views >= t.opts.MaxViews && !t.hasViewLocked(q.Sort, q.Filter) {
+		return nil, &TooManyViewsError{Max: t.opts.MaxViews}
 	}
 	x, err := t.indexLocked(q.Sort)
 	if err != nil {

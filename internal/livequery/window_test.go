@@ -596,3 +596,42 @@ type fieldsSet map[string]string
 
 func (f fieldsSet) Has(k string) bool   { _, ok := f[k]; return ok }
 func (f fieldsSet) Get(k string) string { return f[k] }
+
+// TestTooManyViews: windows that need a new view past MaxViews are
+// refused with a 429, windows on an existing view are not, and a view
+// closed frees its place.
+func TestTooManyViews(t *testing.T) {
+	tbl := NewTable(Options{Columns: scoreColumns, MaxViews: 2})
+	tbl.Replace(tenRows(), 1)
+	open := func(sort string, text string) (*Window, error) {
+		return tbl.Open(Query{Sort: SortSpec{Key: sort}, Filter: Filter{Text: text}, Range: Range{Limit: 3}})
+	}
+	w1, err := open("score", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2, err := open("metadata.name", "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close()
+	_, err = open("score", "r") // a new filter on an existing index
+	var tm *TooManyViewsError
+	if !errors.As(err, &tm) || apistatus.FromError(err).Code != http.StatusTooManyRequests {
+		t.Fatalf("a third view: %v, want a 429 TooManyViewsError", err)
+	}
+	if _, err := open("metadata.creationTimestamp", ""); !errors.As(err, &tm) {
+		t.Fatalf("a third view on a new index: %v", err)
+	}
+	same, err := open("score", "") // shares w1's view
+	if err != nil {
+		t.Fatalf("a window on an open view: %v", err)
+	}
+	same.Close()
+	w1.Close() // the view goes with its last window
+	w3, err := open("score", "r")
+	if err != nil {
+		t.Fatalf("after closing a view: %v", err)
+	}
+	w3.Close()
+}

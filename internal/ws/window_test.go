@@ -14,8 +14,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"kubegate/internal/informer"
+	"kubegate/internal/rows"
 	"kubegate/internal/testenv"
 )
 
@@ -461,5 +465,131 @@ func TestWindowRequestsRefused(t *testing.T) {
 	readWindows(t, c, map[string]*winCopy{"w": w}, func() bool { return w.count == 2 })
 	if !slices.Equal(w.names(), []string{ns + "/a", ns + "/b"}) {
 		t.Fatalf("window after refusals: %v", w.names())
+	}
+}
+
+// TestWindowRowsEncodedOncePerChange: windows on several sockets, sorted
+// differently, send the same bytes for a row, encoded once per object
+// version however many windows show it.
+func TestWindowRowsEncodedOncePerChange(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	for _, n := range []string{"a", "b", "c"} {
+		createCM(t, ns, n, map[string]string{"once": ns})
+	}
+	ts := startServer(t, startManager(t, env.Config, nil), nil)
+	printer := rows.ForResource(context.Background(), nil,
+		informer.NewResourceInfo(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, schema.GroupVersionKind{}, true))
+	before := printer.Encodes()
+	rowsSeen := map[string]string{} // name@rv → row bytes
+	type socketCopies struct {
+		c      *client
+		copies map[string]*winCopy
+	}
+	record := func(f frame) {
+		t.Helper()
+		for _, op := range f.Ops {
+			if op.Row == nil {
+				continue
+			}
+			var r wireRow
+			_ = json.Unmarshal(op.Row, &r)
+			k := r.Name + "@" + r.ResourceVersion
+			if prev, ok := rowsSeen[k]; ok && prev != string(op.Row) {
+				t.Fatalf("%s: rows differ between windows:\n%s\n%s", k, prev, op.Row)
+			}
+			rowsSeen[k] = string(op.Row)
+		}
+	}
+	var all []socketCopies
+	for range 2 {
+		sc := socketCopies{c: dial(t, ts), copies: map[string]*winCopy{}}
+		for _, sort := range []string{"metadata.name", "data"} {
+			sc.copies[sort] = &winCopy{t: t, id: sort}
+			sc.c.subscribe(sort, "configmaps", ns, func(m map[string]any) { m["sort"], m["limit"], m["labelSelector"] = sort, 10, "once="+ns })
+			sc.c.expect("ack", sort)
+			for sc.copies[sort].frames == 0 {
+				f := sc.c.next()
+				sc.copies[f.ID].apply(f)
+				record(f)
+			}
+		}
+		all = append(all, sc)
+	}
+	read := func(done func(w *winCopy) bool) {
+		t.Helper()
+		for _, sc := range all {
+			for !done(sc.copies["metadata.name"]) || !done(sc.copies["data"]) {
+				f := sc.c.next()
+				sc.copies[f.ID].apply(f)
+				record(f)
+			}
+		}
+	}
+	read(func(w *winCopy) bool { return w.count == 3 })
+	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), "b", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm = updateCM(t, cm, "1")
+	read(func(w *winCopy) bool {
+		return slices.ContainsFunc(w.rows, func(r wireRow) bool { return r.ResourceVersion == cm.ResourceVersion })
+	})
+	// 3 objects, then one change, for 4 windows on 2 sockets.
+	if n := printer.Encodes() - before; n != 4 {
+		t.Errorf("%d rows encoded for 4 object versions shown in 4 windows", n)
+	}
+	if len(rowsSeen) != 4 {
+		t.Errorf("%d distinct rows, want 4: %v", len(rowsSeen), rowsSeen)
+	}
+}
+
+// TestWindowEndsWhenItsResourceGoes deletes the CRD of a window's
+// resource: the window's rows are removed, then the window ends with an
+// error frame marked ended (404), and the socket goes on.
+func TestWindowEndsWhenItsResourceGoes(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	gvr := schema.GroupVersionResource{Group: "gonewin.kubegate.test", Version: "v1", Resource: "wobbles"}
+	env.CreateCRD(t, testenv.NewCRD(gvr.Group, gvr.Resource, "Wobble"))
+	for _, n := range []string{"w1", "w2"} {
+		o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": gvr.GroupVersion().String(), "kind": "Wobble",
+			"metadata": map[string]any{"name": n}}}
+		if _, err := env.Dynamic.Resource(gvr).Namespace(ns).Create(context.Background(), o, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := startManager(t, env.Config, func(o *informer.Options) { o.DiscoveryRefreshInterval = 100 * time.Millisecond })
+	ts := startServer(t, m, nil)
+	c := dial(t, ts)
+	c.subscribe("w", "wobbles."+gvr.Group, ns, func(m map[string]any) { m["limit"] = 10 })
+	c.expect("ack", "w")
+	w := &winCopy{t: t, id: "w"}
+	readWindows(t, c, map[string]*winCopy{"w": w}, func() bool { return w.frames > 0 })
+	if w.count != 2 {
+		t.Fatalf("window of %d rows, want 2", w.count)
+	}
+	c.subscribe("cms", "configmaps", ns, func(m map[string]any) { m["sendInitialEvents"] = false })
+	c.expect("ack", "cms")
+
+	env.DeleteCRD(t, gvr.GroupResource().String())
+	f := c.next()
+	for ; f.Type == "WINDOW"; f = c.next() {
+		w.apply(f)
+	}
+	if f.Type != "error" || f.ID != "w" || !f.Ended || f.Status == nil || f.Status.Code != 404 ||
+		!strings.Contains(f.Status.Message, "is no longer served") {
+		t.Fatalf("after the CRD's deletion: %v (ended %v), want an ended 404", f, f.Ended)
+	}
+	if w.count != 0 || len(w.rows) != 0 {
+		t.Fatalf("the window ended holding %v (count %d)", w.names(), w.count)
+	}
+	c.send(map[string]any{"type": "window", "id": "w", "offset": 1})
+	if f := c.expect("error", "w"); f.Status.Code != 404 {
+		t.Fatalf("a move of the ended window: %v", f)
+	}
+	createCM(t, ns, "after", nil)
+	if f := c.expect("ADDED", "cms"); f.name() != "after" {
+		t.Fatalf("got %v", f)
 	}
 }

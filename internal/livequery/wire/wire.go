@@ -169,7 +169,9 @@ func columnNames(cols []rows.Column) string {
 	return strings.Join(names, ", ")
 }
 
+// fieldList lists the selectable fields beyond the metadata keys.
 func fieldList(fields []string) string {
+	fields = slices.DeleteFunc(slices.Clone(fields), func(f string) bool { return f == SortName || f == SortNamespace })
 	if len(fields) == 0 {
 		return ""
 	}
