@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -86,6 +87,11 @@ func fieldValue(r *livequery.Row, key string) livequery.Value {
 	}
 	return livequery.String(s)
 }
+
+// issuedQuantity matches the quantities a cursor may hold: at most 40
+// digits and a decimal exponent of at most 3 digits (a float64 cell's
+// range) or a suffix, as resource.Quantity.String writes them.
+var issuedQuantity = regexp.MustCompile(`^-?[0-9]{1,40}(\.[0-9]{1,40})?([eE][+-]?[0-9]{1,3}|[numkMGTPE]|[KMGTPE]i|u)?$`)
 
 // Params are a window's parameters as a client sends them.
 type Params struct {
@@ -253,6 +259,13 @@ func ParseToken(tok string, s livequery.SortSpec) (livequery.Cursor, error) {
 		}
 		c.Value = livequery.Int(i)
 	case "q":
+		// Only quantities the gateway issues: a cell's value, at most a
+		// float64's range. A quantity with a huge exponent parses in
+		// microseconds, but every comparison with it builds a number of
+		// that many digits, under the table's lock.
+		if !issuedQuantity.MatchString(t.Value) {
+			return bad("not a cursor this gateway issued")
+		}
 		q, err := resource.ParseQuantity(t.Value)
 		if err != nil {
 			return bad("not a cursor this gateway issued")
