@@ -315,11 +315,20 @@ func sortName(t token) string {
 	return t.Key + " ascending"
 }
 
+// schemaTimeout bounds the wait for the CRDs' cache when a table's
+// columns are read.
+const schemaTimeout = 30 * time.Second
+
 // NewTables returns the live tables of the resources mgr serves, each
 // with the columns of the printer that serves its rows (rows.ForResource).
 func NewTables(mgr *informer.Manager, log *zap.Logger) *feed.Tables {
 	return feed.New(feed.Options{
 		Schema: func(ctx context.Context, info *informer.ResourceInfo) feed.Schema {
+			// The table outlives the request that creates it: a client
+			// leaving mid-subscribe must not leave it with generic
+			// columns for its whole life.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), schemaTimeout)
+			defer cancel()
 			return Schema(info, rows.ForResource(ctx, mgr, info))
 		},
 		Logger: log,
