@@ -1,7 +1,10 @@
 package jsclient_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
+	"k8s.io/apimachinery/pkg/util/duration"
 
 	"kubegate/internal/auth"
 	"kubegate/internal/controlplane"
@@ -163,4 +167,56 @@ func TestNode(t *testing.T) {
 
 func indent(b []byte) string {
 	return "\t" + strings.ReplaceAll(strings.TrimRight(string(b), "\n"), "\n", "\n\t")
+}
+
+var update = flag.Bool("update", false, "rewrite test/testdata/human-duration.json")
+
+// humanDurationFixture is the node tests' reference for humanDuration:
+// apimachinery's duration.HumanDuration of durations around each of its
+// boundaries.
+const humanDurationFixture = "test/testdata/human-duration.json"
+
+// TestHumanDurationFixture checks that the fixture holds what
+// duration.HumanDuration says today (go test -run HumanDuration -update
+// rewrites it).
+func TestHumanDurationFixture(t *testing.T) {
+	const (
+		s = time.Second
+		m = time.Minute
+		h = time.Hour
+		d = 24 * h
+		y = 365 * d
+	)
+	type sample struct {
+		MS   int64  `json:"ms"`
+		Text string `json:"text"`
+	}
+	var cases []sample
+	for _, dur := range []time.Duration{
+		-3 * s, -2*s - time.Millisecond, -2 * s, -1999 * time.Millisecond, -1500 * time.Millisecond, -s, -time.Millisecond,
+		0, 999 * time.Millisecond, s, 59 * s, 2*m - time.Millisecond, 2 * m, 2*m + s, 3*m + 12*s, 9*m + 59*s + 999*time.Millisecond,
+		10 * m, 10*m + 30*s, 3*h - time.Millisecond, 3 * h, 5 * h, 7*h + 59*m, 8*h - time.Millisecond, 8 * h, 47*h + 59*m,
+		48 * h, 49 * h, 2*d + 3*h, 8*d - time.Millisecond, 8 * d, 40 * d, 2*y - time.Millisecond, 2 * y, 3*y + 12*d,
+		8*y - time.Millisecond, 8 * y, 20*y + 100*d,
+	} {
+		cases = append(cases, sample{dur.Milliseconds(), duration.HumanDuration(dur)})
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(cases); err != nil {
+		t.Fatal(err)
+	}
+	want := buf.Bytes()
+	if *update {
+		if err := os.WriteFile(humanDurationFixture, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	got, err := os.ReadFile(humanDurationFixture)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("%s is not what duration.HumanDuration says (%v); run go test ./clients/js/ -run HumanDuration -update", humanDurationFixture, err)
+	}
 }

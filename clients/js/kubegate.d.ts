@@ -38,6 +38,22 @@ export declare function tokenProtocol(token: string): string;
 /** "namespace/name", or "name" for a cluster-scoped object (or row). */
 export declare function objectKey(object: KubeObject | Row): string;
 
+/**
+ * A duration in milliseconds as kubectl writes it (apimachinery's
+ * duration.HumanDuration): 45s, 3m12s, 5h, 2d3h, 40d, 3y12d.
+ */
+export declare function humanDuration(ms: number): string;
+
+/**
+ * A cell as kubectl shows it at now (milliseconds since the epoch,
+ * default Date.now()): a RelativeCell as prefix + humanDuration(now -
+ * since) + suffix, null as "", anything else as text.
+ */
+export declare function cellText(cell: Cell | undefined, now?: number): string;
+
+/** The most rows a window may hold. */
+export declare const MAX_WINDOW_LIMIT: 1000;
+
 /** An object as the apiserver serves it (metadata.managedFields stripped). */
 export interface KubeObject {
   apiVersion?: string;
@@ -111,6 +127,15 @@ export interface ResourceInfo {
   namespaced: boolean;
 }
 
+/** One operation of a WINDOW frame, applied to the window's rows like splice. */
+export type WindowOp =
+  | { op: "insert"; pos: number; row: Row }
+  | { op: "remove"; pos: number }
+  | { op: "move"; pos: number; to: number; row: Row }
+  | { op: "update"; pos: number; row: Row }
+  | { op: "count"; count: number; offset: number }
+  | { op: "reset"; reason?: "Overflow" | "Reauthorized" };
+
 /** A frame from the gateway (docs/protocol.md, "Server → client"). */
 export interface Frame {
   type: string;
@@ -118,7 +143,13 @@ export interface Frame {
   rv?: string;
   object?: KubeObject;
   row?: Row;
-  request?: "subscribe" | "unsubscribe";
+  /** WINDOW frames. */
+  ops?: WindowOp[];
+  cursor?: string;
+  /** A window's ack: its sort key and order as the gateway understood them. */
+  sort?: string;
+  order?: "asc" | "desc";
+  request?: "subscribe" | "unsubscribe" | "window";
   resource?: ResourceInfo;
   namespaces?: string[];
   columns?: Column[];
@@ -150,6 +181,35 @@ export interface SubscribeRequest {
   [field: string]: unknown;
 }
 
+/** A window's range: offset or cursor (neither: offset 0), and limit. */
+export interface WindowRange {
+  /** The rank (0-based) of the window's first row among the matching rows. */
+  offset?: number;
+  /** Instead of offset: a cursor token, from LiveWindow.cursor or a REST sorted list's continue. */
+  cursor?: string;
+  /** Rows in the window, 1 to 1000. */
+  limit?: number;
+}
+
+/** The fields of a window subscription (docs/protocol.md, "Windows"). */
+export interface WindowRequest extends WindowRange {
+  resource: string;
+  /** Default: generated (win-1, win-2, …). */
+  id?: string;
+  namespace?: string;
+  labelSelector?: string;
+  fieldSelector?: string;
+  /** A column name (any case), metadata.name, metadata.namespace, metadata.creationTimestamp or a selectable field. Default: metadata.namespace. */
+  sort?: string;
+  order?: "asc" | "desc";
+  /** Text a row's name or one of its cells must contain, ignoring case. */
+  filter?: string;
+  /** Default 50. */
+  limit?: number;
+  /** Other fields are sent as they are. */
+  [field: string]: unknown;
+}
+
 export type ConnectionState = "idle" | "connecting" | "open" | "reconnecting" | "unauthorized" | "failed" | "closed";
 
 export interface ConnectionStatus {
@@ -176,6 +236,14 @@ export interface ObjectEvent<T extends KubeObject | Row = KubeObject> {
   rv: string;
   /** A change after the snapshot (false for the snapshot's ADDED frames and for SYNC). */
   live: boolean;
+}
+
+export interface WindowChangeEvent {
+  /** The frame's operations, as applied to rows. */
+  ops: WindowOp[];
+  frame: Frame;
+  /** The window's first frame since it was (re)subscribed: rows are now the whole window. */
+  first: boolean;
 }
 
 export interface ResetEvent {
@@ -216,9 +284,28 @@ export interface SubscriptionEvents<T extends KubeObject | Row = KubeObject> {
   ended: { status: Status | null };
 }
 
+export interface WindowEvents {
+  ack: Frame;
+  /** A WINDOW frame was applied. */
+  change: WindowChangeEvent;
+  /**
+   * Before change, when the frame dropped the rows held: Overflow or
+   * Reauthorized (the gateway's reset operation), "" (a move that kept
+   * no row), or Resubscribe (the window's first frame after it was
+   * subscribed again, which replaces what it held).
+   */
+  reset: ResetEvent;
+  /** An error frame for the window; final false for a refused move, which leaves the window as it was. */
+  error: SubscriptionErrorEvent;
+  /** status is null after close(). */
+  ended: { status: Status | null };
+}
+
+export type WindowHandlers = { [E in keyof WindowEvents]?: (ev: WindowEvents[E]) => void };
+
 export interface ClientEvents {
   status: ConnectionStatus;
-  /** Error frames that belong to no subscription, and messages that are not JSON. */
+  /** Error frames that belong to no subscription, messages that are not JSON, and WINDOW frames whose operations do not fit the rows held (the window is then subscribed again). */
   error: ClientErrorEvent;
   /** Every frame received (batches unpacked), before it is handled. */
   frame: Frame;
@@ -248,6 +335,46 @@ export declare class Subscription<T extends KubeObject | Row = KubeObject> {
   on<E extends keyof SubscriptionEvents<T>>(type: E, fn: (ev: SubscriptionEvents<T>[E]) => void): () => void;
   off<E extends keyof SubscriptionEvents<T>>(type: E, fn: (ev: SubscriptionEvents<T>[E]) => void): void;
   unsubscribe(): void;
+}
+
+/**
+ * A window subscription: a sorted, filtered page of rows that the
+ * gateway keeps live. Create it with client.window.
+ */
+export declare class LiveWindow {
+  private constructor();
+  readonly id: string;
+  readonly request: Readonly<Omit<WindowRequest, "id" | "limit" | "offset" | "cursor">>;
+  /** The window's rows in order: rows[0] is the offset-th matching row. */
+  readonly rows: readonly Row[];
+  /** How many rows match in all. */
+  readonly count: number;
+  /** The rank of rows[0] among the matching rows. */
+  readonly offset: number;
+  readonly limit: number;
+  /** The cursor token of the first row, from the last WINDOW frame that carried one; "" before. */
+  readonly cursor: string;
+  /** The resourceVersion the window reflects; "" before its first frame. */
+  readonly rv: string;
+  /** The first WINDOW frame since the window was last (re)subscribed was applied. */
+  readonly synced: boolean;
+  readonly state: SubscriptionState;
+  readonly resource: ResourceInfo | null;
+  readonly namespaces: string[] | null;
+  readonly columns: Column[] | null;
+  /** The sort key and order from the ack. */
+  readonly sort: string;
+  readonly order: "asc" | "desc" | "";
+  /** Place the window at offset or cursor (neither: offset 0), with a new limit if given. */
+  move(range?: WindowRange): void;
+  close(): void;
+  on<E extends keyof WindowEvents>(type: E, fn: (ev: WindowEvents[E]) => void): () => void;
+  off<E extends keyof WindowEvents>(type: E, fn: (ev: WindowEvents[E]) => void): void;
+}
+
+export interface SubscribeOptions {
+  /** Default true. false: objects stays empty (events still carry each object). */
+  keepObjects?: boolean;
 }
 
 export interface WebSocketLike {
@@ -288,12 +415,14 @@ export declare class KubegateClient {
   constructor(url: string | URL, options?: ClientOptions);
   readonly stats: ClientStats;
   readonly state: ConnectionState;
-  readonly subscriptions: ReadonlyMap<string, Subscription>;
+  /** Subscriptions and windows not ended, by id. */
+  readonly subscriptions: ReadonlyMap<string, Subscription | LiveWindow>;
   connect(): void;
   close(code?: number, reason?: string): void;
   setToken(token: ClientOptions["token"]): void;
-  subscribe(request: SubscribeRequest & { as: "Table" }, handlers?: SubscriptionHandlers<Row>): Subscription<Row>;
-  subscribe(request: SubscribeRequest, handlers?: SubscriptionHandlers): Subscription;
+  subscribe(request: SubscribeRequest & { as: "Table" }, handlers?: SubscriptionHandlers<Row>, options?: SubscribeOptions): Subscription<Row>;
+  subscribe(request: SubscribeRequest, handlers?: SubscriptionHandlers, options?: SubscribeOptions): Subscription;
+  window(request: WindowRequest, handlers?: WindowHandlers): LiveWindow;
   dispatch(frame: Frame): void;
   on<E extends keyof ClientEvents>(type: E, fn: (ev: ClientEvents[E]) => void): () => void;
   off<E extends keyof ClientEvents>(type: E, fn: (ev: ClientEvents[E]) => void): void;

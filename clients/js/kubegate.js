@@ -7,7 +7,10 @@
 // dropped connection the client reconnects with a jittered exponential
 // backoff and resumes every subscription from that point, so only the
 // missed changes arrive. A RESET clears the subscription and the snapshot
-// that follows refills it.
+// that follows refills it. A LiveWindow is a window subscription: a
+// sorted, filtered page of rows that the gateway keeps live with splice
+// operations; the client applies them to an array, moves the page when
+// asked, and after a reconnect subscribes it again where it was.
 //
 // No dependencies and no build step: the file runs as is in browsers
 // (global WebSocket) and in Node 18+, where the caller passes a WebSocket
@@ -86,9 +89,63 @@ export function objectKey(object) {
   return m.namespace ? `${m.namespace}/${m.name}` : m.name;
 }
 
+/**
+ * humanDuration writes a duration in milliseconds as kubectl does
+ * (k8s.io/apimachinery/pkg/util/duration.HumanDuration): 45s, 3m12s, 5h,
+ * 2d3h, 40d, 3y12d. Up to a second and a half in the future counts as
+ * now ("0s"), to tolerate clocks that disagree a little; further is
+ * "<invalid>".
+ */
+export function humanDuration(ms) {
+  const seconds = Math.trunc(ms / 1000);
+  if (seconds < -1) return "<invalid>";
+  if (seconds < 0) return "0s";
+  if (seconds < 60 * 2) return `${seconds}s`;
+  const minutes = Math.trunc(ms / 60000);
+  if (minutes < 10) {
+    const s = seconds % 60;
+    return s === 0 ? `${minutes}m` : `${minutes}m${s}s`;
+  }
+  if (minutes < 60 * 3) return `${minutes}m`;
+  const hours = Math.trunc(ms / 3600000);
+  if (hours < 8) {
+    const m = minutes % 60;
+    return m === 0 ? `${hours}h` : `${hours}h${m}m`;
+  }
+  if (hours < 48) return `${hours}h`;
+  const days = Math.trunc(hours / 24);
+  if (hours < 24 * 8) {
+    const h = hours % 24;
+    return h === 0 ? `${days}d` : `${days}d${h}h`;
+  }
+  if (hours < 24 * 365 * 2) return `${days}d`;
+  if (hours < 24 * 365 * 8) {
+    const d = days % 365;
+    return d === 0 ? `${Math.trunc(days / 365)}y` : `${Math.trunc(days / 365)}y${d}d`;
+  }
+  return `${Math.trunc(days / 365)}y`;
+}
+
+/**
+ * cellText is a row's cell as kubectl shows it at time now (milliseconds
+ * since the epoch): a relative cell ({since, prefix, suffix}) as prefix,
+ * the time since since (humanDuration), suffix; null as ""; anything
+ * else as text.
+ */
+export function cellText(cell, now = Date.now()) {
+  if (cell === null || cell === undefined) return "";
+  if (typeof cell === "object") {
+    const since = Date.parse(cell.since);
+    const d = Number.isNaN(since) ? "<invalid>" : humanDuration(now - since);
+    return (cell.prefix || "") + d + (cell.suffix || "");
+  }
+  return String(cell);
+}
+
 const LISTENERS = Symbol("listeners");
 const INTERNAL = Symbol("internal"); // a Subscription's bookkeeping, and the constructor's guard
 const UNSUBSCRIBE = Symbol("unsubscribe");
+const MOVE = Symbol("move");
 
 // cancelTimer clears a timer if one is set: timer fields hold 0 when none
 // is, and a clearTimeout of 0 is not a no-op everywhere (Node 18's mock
@@ -174,6 +231,142 @@ export class Subscription extends Emitter {
 
   /** unsubscribe ends the subscription; no event follows but "ended". */
   unsubscribe() {
+    this[INTERNAL].client[UNSUBSCRIBE](this);
+  }
+}
+
+/** The most rows a window may hold (docs/protocol.md, "Windows"). */
+export const MAX_WINDOW_LIMIT = 1000;
+
+// checkRange throws unless range is a window range: offset (a
+// non-negative integer) or cursor (a non-empty string), not both, and
+// optionally limit (an integer from 1 to MAX_WINDOW_LIMIT).
+function checkRange({ offset, cursor, limit }) {
+  if (offset !== undefined && !(Number.isInteger(offset) && offset >= 0)) {
+    throw new RangeError(`kubegate: a window's offset is an integer >= 0, not ${offset}`);
+  }
+  if (cursor !== undefined && (typeof cursor !== "string" || cursor === "")) {
+    throw new TypeError("kubegate: a window's cursor is a non-empty string (from a WINDOW frame)");
+  }
+  if (offset !== undefined && cursor !== undefined) throw new TypeError("kubegate: a window takes an offset or a cursor, not both");
+  if (limit !== undefined && !(Number.isInteger(limit) && limit >= 1 && limit <= MAX_WINDOW_LIMIT)) {
+    throw new RangeError(`kubegate: a window's limit is an integer from 1 to ${MAX_WINDOW_LIMIT}, not ${limit}`);
+  }
+}
+
+// applyOp applies one WINDOW operation to rows as docs/protocol.md says,
+// and returns why it does not fit them, or "" when it was applied. Count
+// and reset are the caller's to record; an operation of a type this
+// client does not know is skipped.
+function applyOp(rows, op) {
+  if (!op || typeof op !== "object") return "an operation that is not an object";
+  const at = (pos, max) => Number.isInteger(pos) && pos >= 0 && pos <= max;
+  const isRow = (r) => r !== null && typeof r === "object" && !Array.isArray(r);
+  switch (op.op) {
+    case "insert":
+      if (!at(op.pos, rows.length) || !isRow(op.row)) break;
+      rows.splice(op.pos, 0, op.row);
+      return "";
+    case "remove":
+      if (!at(op.pos, rows.length - 1)) break;
+      rows.splice(op.pos, 1);
+      return "";
+    case "move":
+      if (!at(op.pos, rows.length - 1) || !at(op.to, rows.length - 1) || !isRow(op.row)) break;
+      rows.splice(op.pos, 1);
+      rows.splice(op.to, 0, op.row);
+      return "";
+    case "update":
+      if (!at(op.pos, rows.length - 1) || !isRow(op.row)) break;
+      rows[op.pos] = op.row;
+      return "";
+    case "count":
+      if (!at(op.count, Infinity) || !at(op.offset, Infinity)) break;
+      return "";
+    case "reset":
+      rows.length = 0;
+      return "";
+    default:
+      return "";
+  }
+  return `operation ${JSON.stringify({ ...op, row: op.row ? "…" : undefined })} does not fit ${rows.length} rows`;
+}
+
+/**
+ * LiveWindow is a window subscription of a KubegateClient: a page of the
+ * rows of one resource's matching objects, in a sort order, that the
+ * gateway keeps equal to "filter, sort, take limit rows from offset" as
+ * objects change (docs/protocol.md, "Windows"). Create it with
+ * client.window. Its fields are the client's: read them, do not change
+ * them (the rows included).
+ */
+export class LiveWindow extends Emitter {
+  constructor(guard, client, id, request, range) {
+    if (guard !== INTERNAL) throw new TypeError("use KubegateClient.window to create a LiveWindow");
+    super();
+    /** The window's id on the socket. */
+    this.id = id;
+    /** The subscribe request's fields (resource, selectors, sort, order, filter), without id and range. */
+    this.request = request;
+    /** The window's rows, in order: rows[0] is the offset-th matching row. */
+    this.rows = [];
+    /** How many rows match the window's filter in all, from the last count operation. */
+    this.count = 0;
+    /** The rank of rows[0] among the matching rows, from the last count operation. */
+    this.offset = 0;
+    /** The most rows the window holds, as last asked for. */
+    this.limit = range.limit;
+    /** The cursor token of the window's first row, from the last WINDOW frame that carried one; "" before. */
+    this.cursor = "";
+    /** The resourceVersion the window reflects, from the last WINDOW frame; "" before. */
+    this.rv = "";
+    /** Whether the first WINDOW frame since the window was last (re)subscribed was applied: rows are the window, not what it was before a reconnect. */
+    this.synced = false;
+    /** "pending", "subscribing", "active", "retrying" or "ended". */
+    this.state = "pending";
+    /** The ack's resource ({group, version, resource, kind, namespaced}), once acknowledged. */
+    this.resource = null;
+    /** The namespaces a cluster-wide window was narrowed to (from the ack), or null. */
+    this.namespaces = null;
+    /** The rows' columns, from the ack. */
+    this.columns = null;
+    /** The sort key and order as the gateway understood them, from the ack. */
+    this.sort = "";
+    this.order = "";
+    this[INTERNAL] = {
+      client,
+      sentOn: null,
+      started: false,
+      attempt: 0,
+      timer: 0,
+      // Where to place the window when it is (re)subscribed: {offset} or
+      // {cursor}, as the caller last asked. A window placed by cursor is
+      // reopened at the last cursor received, one placed by offset at
+      // the same offset (docs/protocol.md, "Resuming and falling behind").
+      place: range.cursor !== undefined ? { cursor: range.cursor } : { offset: range.offset ?? 0 },
+      moveAfterAck: false, // move() was called after the subscribe went out, before its ack
+      fresh: false, // acknowledged, its first WINDOW frame not applied yet
+      applied: false, // a WINDOW frame was applied at least once
+    };
+  }
+
+  /**
+   * move places the window at offset or at cursor (neither: offset 0),
+   * with a new limit if given. The gateway answers with the operations
+   * that take rows to the new range; moves sent faster than it writes
+   * are merged, so only the last one counts.
+   */
+  move(range = {}) {
+    checkRange(range);
+    const internal = this[INTERNAL];
+    if (this.state === "ended") return;
+    internal.place = range.cursor !== undefined ? { cursor: range.cursor } : { offset: range.offset ?? 0 };
+    if (range.limit !== undefined) this.limit = range.limit;
+    internal.client[MOVE](this);
+  }
+
+  /** close ends the window; no event follows but "ended". */
+  close() {
     this[INTERNAL].client[UNSUBSCRIBE](this);
   }
 }
@@ -287,23 +480,20 @@ export class KubegateClient extends Emitter {
    * subscribe adds a subscription and sends it when the socket is open.
    * request holds the protocol's subscribe fields; id defaults to a
    * generated one, and resourceVersion, if given, resumes from it. handlers
-   * maps event names to listeners, as sub.on would add them.
+   * maps event names to listeners, as sub.on would add them. With options
+   * {keepObjects: false} the subscription keeps no objects (objects stays
+   * empty; events still carry each object): for a caller that only
+   * follows changes, so that memory does not grow with what changed.
    */
-  subscribe(request, handlers = {}) {
+  subscribe(request, handlers = {}, options = {}) {
     if (!request || typeof request.resource !== "string" || request.resource === "") {
       throw new TypeError("kubegate: subscribe needs a resource");
     }
     const { id: wanted, resourceVersion, type: _type, ...fields } = request;
-    let id = wanted;
-    if (id === undefined) {
-      do id = `sub-${++this.#nextId}`;
-      while (this.#subs.has(id) || this.#closing.has(id));
-    } else if (typeof id !== "string" || id === "") {
-      throw new TypeError("kubegate: a subscription id is a non-empty string");
-    } else if (this.#subs.has(id)) {
-      throw new Error(`kubegate: subscription id ${JSON.stringify(id)} is in use`);
-    }
+    if (fields.limit !== undefined) throw new TypeError("kubegate: a request with a limit is a window: use client.window");
+    const id = this.#newId(wanted, "sub");
     const sub = new Subscription(INTERNAL, this, id, Object.freeze(fields));
+    sub[INTERNAL].keepObjects = options.keepObjects !== false;
     if (resourceVersion && resourceVersion !== "0") {
       // The caller kept the state that goes with this point.
       sub.rv = String(resourceVersion);
@@ -316,6 +506,44 @@ export class KubegateClient extends Emitter {
   }
 
   /**
+   * window adds a window subscription (docs/protocol.md, "Windows") and
+   * sends it when the socket is open. request holds the subscribe fields
+   * (resource, namespace, labelSelector, fieldSelector, sort, order,
+   * filter) and the window's range: limit (default 50), and offset or
+   * cursor; id defaults to a generated one. handlers maps event names to
+   * listeners, as win.on would add them.
+   */
+  window(request, handlers = {}) {
+    if (!request || typeof request.resource !== "string" || request.resource === "") {
+      throw new TypeError("kubegate: window needs a resource");
+    }
+    const { id: wanted, type: _type, limit = 50, offset, cursor, ...fields } = request;
+    for (const f of ["resourceVersion", "resyncPeriod", "sendInitialEvents"]) {
+      if (fields[f] !== undefined) throw new TypeError(`kubegate: ${f} does not apply to a window`);
+    }
+    checkRange({ limit, offset, cursor });
+    const id = this.#newId(wanted, "win");
+    const win = new LiveWindow(INTERNAL, this, id, Object.freeze(fields), { limit, offset, cursor });
+    for (const [type, fn] of Object.entries(handlers)) win.on(type, fn);
+    this.#subs.set(id, win);
+    this.#sendSubscribe(win);
+    return win;
+  }
+
+  // newId returns wanted, checked, or a free id with prefix.
+  #newId(wanted, prefix) {
+    if (wanted === undefined) {
+      let id;
+      do id = `${prefix}-${++this.#nextId}`;
+      while (this.#subs.has(id) || this.#closing.has(id));
+      return id;
+    }
+    if (typeof wanted !== "string" || wanted === "") throw new TypeError("kubegate: a subscription id is a non-empty string");
+    if (this.#subs.has(wanted)) throw new Error(`kubegate: subscription id ${JSON.stringify(wanted)} is in use`);
+    return wanted;
+  }
+
+  /**
    * dispatch handles a server frame (a batch included) as if it had
    * arrived on the socket: for replaying recorded frames and for tests.
    */
@@ -323,6 +551,19 @@ export class KubegateClient extends Emitter {
     for (const f of frame.type === "batch" ? frame.events || [] : [frame]) {
       if (f && typeof f === "object") this.#frame(f);
     }
+  }
+
+  // MOVE sends a window's move, or leaves it for when it can be sent: a
+  // window not yet sent carries its place in its subscribe, and one whose
+  // subscribe is not yet acknowledged sends the move after the ack.
+  [MOVE](win) {
+    const internal = win[INTERNAL];
+    if (!internal.sentOn || internal.sentOn !== this.#sock) return;
+    if (win.state !== "active") {
+      internal.moveAfterAck = true;
+      return;
+    }
+    this.#send({ type: "window", id: win.id, ...internal.place, limit: win.limit });
   }
 
   [UNSUBSCRIBE](sub) {
@@ -497,7 +738,15 @@ export class KubegateClient extends Emitter {
     // The id is still the unsubscribed one's until its answer: wait for it.
     if (this.#closing.has(sub.id)) return;
     const req = { type: "subscribe", id: sub.id, ...sub.request };
-    if (sub.rv) {
+    if (sub instanceof LiveWindow) {
+      // A window does not resume: it is sent whole again, where it was.
+      req.limit = sub.limit;
+      const { place } = internal;
+      if (place.cursor !== undefined) req.cursor = place.cursor;
+      else if (place.offset > 0) req.offset = place.offset;
+      internal.moveAfterAck = false;
+      sub.synced = false;
+    } else if (sub.rv) {
       req.resourceVersion = sub.rv;
     } else if (internal.started) {
       // Cut off before its snapshot ended (or after a RESET): what it
@@ -557,9 +806,14 @@ export class KubegateClient extends Emitter {
       case "SYNC":
         this.#objectEvent(f);
         return;
+      case "WINDOW": {
+        const win = this.#current(f.id);
+        if (win instanceof LiveWindow) this.#windowFrame(win, f);
+        return;
+      }
       case "END_OF_SNAPSHOT": {
         const sub = this.#current(f.id);
-        if (!sub) return;
+        if (!(sub instanceof Subscription)) return;
         sub.rv = f.rv;
         sub.synced = true;
         emit(sub, "synced", { rv: f.rv });
@@ -567,7 +821,7 @@ export class KubegateClient extends Emitter {
       }
       case "RESET": {
         const sub = this.#current(f.id);
-        if (!sub) return;
+        if (!(sub instanceof Subscription)) return;
         // Drop everything: a fresh snapshot follows.
         sub.objects.clear();
         sub.rv = "";
@@ -589,9 +843,83 @@ export class KubegateClient extends Emitter {
     sub.namespaces = f.namespaces || null;
     sub.columns = f.columns || null;
     sub[INTERNAL].attempt = 0;
+    if (sub instanceof LiveWindow) {
+      sub.sort = f.sort || "";
+      sub.order = f.order || "";
+      // The first WINDOW frame holds the whole window: it replaces the
+      // rows held from before a reconnect.
+      sub[INTERNAL].fresh = true;
+      emit(sub, "ack", f);
+      if (sub[INTERNAL].moveAfterAck) {
+        sub[INTERNAL].moveAfterAck = false;
+        this[MOVE](sub);
+      }
+      return;
+    }
     // Without a snapshot, what follows the ack is live.
     if (sub.request.sendInitialEvents === false) sub.synced = true;
     emit(sub, "ack", f);
+  }
+
+  // windowFrame applies a WINDOW frame's operations to win's rows, in
+  // order, as splices, then tells the listeners: "reset" (when the frame
+  // dropped the rows held) before "change". A frame whose operations do
+  // not fit the rows held is a gateway fault: the client reports it and
+  // subscribes the window again, which sends it whole.
+  #windowFrame(win, f) {
+    const internal = win[INTERNAL];
+    const ops = Array.isArray(f.ops) ? f.ops : [];
+    const first = internal.fresh;
+    let reset = null;
+    if (first) {
+      internal.fresh = false;
+      if (internal.applied) reset = "Resubscribe";
+      win.rows = [];
+    }
+    const rows = win.rows;
+    for (const op of ops) {
+      const bad = applyOp(rows, op);
+      if (bad) {
+        emit(this, "error", { status: null, frame: f, error: new TypeError(`kubegate: window ${win.id}: ${bad}`) });
+        this.#resubscribe(win);
+        return;
+      }
+      switch (op.op) {
+        case "count":
+          win.count = op.count;
+          win.offset = op.offset;
+          break;
+        case "reset":
+          reset = op.reason || "";
+          if (op.reason) this.stats.resets++;
+          break;
+      }
+    }
+    if (f.rv !== undefined) win.rv = String(f.rv);
+    if (f.cursor) {
+      win.cursor = f.cursor;
+      // A window placed by cursor reopens at its latest first row. (A
+      // frame of changes written before a move(cursor) reached the
+      // gateway still names the first row before the move: a reconnect
+      // right then reopens the window there.)
+      if (internal.place.cursor !== undefined) internal.place = { cursor: f.cursor };
+    }
+    internal.applied = true;
+    win.synced = true;
+    if (reset !== null) emit(win, "reset", { reason: reset, frame: f });
+    emit(win, "change", { ops, frame: f, first });
+  }
+
+  // resubscribe subscribes sub again on the current socket: unsubscribe,
+  // and subscribe once the gateway has answered that (see #unsubscribed).
+  #resubscribe(sub) {
+    const internal = sub[INTERNAL];
+    if (internal.sentOn && internal.sentOn === this.#sock && this.#send({ type: "unsubscribe", id: sub.id })) {
+      this.#closing.add(sub.id);
+    }
+    internal.sentOn = null;
+    sub.state = "pending";
+    this.#sendSubscribe(sub);
   }
 
   // objectEvent applies an event to the subscription's objects: the
@@ -599,11 +927,11 @@ export class KubegateClient extends Emitter {
   #objectEvent(f) {
     const sub = this.#current(f.id);
     const object = f.object ?? f.row;
-    if (!sub || !object || typeof object !== "object") return;
+    if (!(sub instanceof Subscription) || !object || typeof object !== "object") return;
     const key = objectKey(object);
     const previous = sub.objects.get(key);
     if (f.type === "DELETED") sub.objects.delete(key);
-    else sub.objects.set(key, object);
+    else if (sub[INTERNAL].keepObjects) sub.objects.set(key, object);
     // A snapshot's ADDED frames come in no resourceVersion order and SYNC
     // is not a change: neither is a resume point (docs/protocol.md).
     const live = sub.synced && f.type !== "SYNC";
@@ -628,9 +956,14 @@ export class KubegateClient extends Emitter {
       emit(this, "error", { status, frame: f });
       return;
     }
-    const sub = f.request === "subscribe" || f.ended ? this.#current(f.id) : null;
+    const sub = f.request === "subscribe" || f.request === "window" || f.ended ? this.#current(f.id) : null;
     if (!sub) {
       emit(this, "error", { status, frame: f });
+      return;
+    }
+    if (f.request === "window") {
+      // A refused move: the window stays as it was.
+      emit(sub, "error", { status, frame: f, final: false });
       return;
     }
     const internal = sub[INTERNAL];

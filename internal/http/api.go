@@ -142,6 +142,10 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	watch := isTrue(q.Get("watch"))
+	if watch && isSortedList(q) {
+		s.writeError(w, r, sortedWatch())
+		return
+	}
 	verb := kind
 	if watch {
 		verb = "watch"
@@ -230,6 +234,8 @@ var knownParams = map[string]bool{
 	"watch": true, "labelSelector": true, "fieldSelector": true, "limit": true, "continue": true,
 	"resourceVersion": true, "resourceVersionMatch": true, "pretty": true, "allowWatchBookmarks": true,
 	"sendInitialEvents": true, "timeoutSeconds": true, "timeout": true, "includeObject": true,
+	// Sorted lists (sorted.go).
+	"sort": true, "order": true, "filter": true,
 }
 
 // validateQuery rejects malformed boolean parameters and repeated

@@ -15,6 +15,7 @@ import (
 	"kubegate/internal/apistatus"
 	"kubegate/internal/auth"
 	"kubegate/internal/informer"
+	"kubegate/internal/rows"
 )
 
 // maxLimit bounds limit; larger values are rejected so a client learns the
@@ -102,6 +103,10 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, rq apiRequest
 		s.writeError(w, r, err)
 		return
 	}
+	if isSortedList(r.URL.Query()) {
+		s.serveSortedList(w, r, rq, res, p)
+		return
+	}
 	var (
 		objs   []*informer.Object
 		rv     uint64
@@ -110,6 +115,10 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, rq apiRequest
 	if p.cont != "" {
 		snap, _, off, st := s.pager.next(p.cont, p.scopeKey)
 		if st != nil {
+			if err := sortedContinueError(p.cont, s.printer(r.Context(), res.Info).Columns()); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
 			apistatus.Write(w, st)
 			return
 		}
@@ -135,11 +144,22 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, rq apiRequest
 			next = s.pager.token(snapID, offset+p.limit)
 		}
 	}
+	s.writeListAnswer(w, r, res.Info, p, nil, page, rv, next, remaining)
+}
+
+// writeListAnswer writes a list page in the form p asks for: the
+// objects' stored JSON, their metadata only, or a Table of the rows
+// printer computes (nil: the resource's printer now).
+func (s *Server) writeListAnswer(w http.ResponseWriter, r *http.Request, info *informer.ResourceInfo, p listParams,
+	printer *rows.Printer, page []*informer.Object, rv uint64, next string, remaining int) {
 	if p.table != nil {
-		s.writeTable(w, r, res.Info, page, rv, next, p.table, p.pretty)
+		if printer == nil {
+			printer = s.printer(r.Context(), info)
+		}
+		s.writeTable(w, r, printer, page, rv, next, p.table, p.pretty)
 		return
 	}
-	kind, apiVersion := res.Info.GVK.Kind+"List", res.Info.GVR.GroupVersion().String()
+	kind, apiVersion := info.GVK.Kind+"List", info.GVR.GroupVersion().String()
 	if p.metadata == "" && !p.pretty {
 		writeList(w, r, kind, apiVersion, rv, next, remaining, page)
 		return
@@ -324,7 +344,7 @@ func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, rq apiRequest,
 	}
 	pretty := isTrue(r.URL.Query().Get("pretty"))
 	if table != nil {
-		s.writeTable(w, r, res.Info, []*informer.Object{o}, o.RV, "", table, pretty)
+		s.writeTable(w, r, s.printer(r.Context(), res.Info), []*informer.Object{o}, o.RV, "", table, pretty)
 		return
 	}
 	if rep.metadata != "" {

@@ -158,6 +158,13 @@ func (p *pager) next(token, scope string) (*pageSnapshot, [tokenIDLen]byte, int,
 	return s, id, int(off), nil
 }
 
+// isPagerToken reports whether tok has the shape of a pager's continue
+// token, this version's or an earlier one's, whoever issued it.
+func isPagerToken(tok string) bool {
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	return err == nil && (len(b) == tokenLen && b[0] == tokenVersion || len(b) == legacyTokenLen)
+}
+
 // foreignToken is the answer to a well-formed token this pager did not
 // issue.
 func foreignToken() *metav1.Status {

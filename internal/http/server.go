@@ -27,16 +27,18 @@ import (
 	"kubegate/internal/auth"
 	"kubegate/internal/informer"
 	"kubegate/internal/livequery/feed"
+	"kubegate/internal/livequery/wire"
 )
 
 // Options configures New.
 type Options struct {
 	// Manager serves every read. Required.
 	Manager *informer.Manager
-	// Tables serves live windows (sorted, filtered pages). The caller
-	// starts it (Tables.Start) and shares it between servers. Default:
-	// tables of the Manager's resources that the server starts and stops
-	// with itself.
+	// Tables serves live windows (sorted, filtered pages): sorted lists
+	// read them. Built by wire.NewTables, so that rows carry the cells of
+	// the resource's Table. The caller starts it (Tables.Start) and
+	// shares it between servers. Default: tables of the Manager's
+	// resources that the server starts and stops with itself.
 	Tables *feed.Tables
 	// Logger. Default: no logging.
 	Logger *zap.Logger
@@ -103,6 +105,12 @@ type Options struct {
 	bookmarkClock clock.WithTicker
 	// watchWriter, if set, wraps each watch's ResponseWriter (test hook).
 	watchWriter func(http.ResponseWriter) http.ResponseWriter
+	// wholeSortedWindow is the rows per window of a sorted list read
+	// whole (test hook). Default: maxSortedLimit.
+	wholeSortedWindow int
+	// wholeSortedRead, if set, is called once each window of a sorted
+	// list read whole has been read, with its index (test hook).
+	wholeSortedRead func(window int)
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -145,6 +153,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
+	if o.wholeSortedWindow <= 0 {
+		o.wholeSortedWindow = maxSortedLimit
+	}
 	return o, nil
 }
 
@@ -163,6 +174,8 @@ type Server struct {
 	// so streams end promptly instead of holding Shutdown up.
 	baseCtx    context.Context
 	cancelBase context.CancelFunc
+	// ownTables: Options.Tables was left out, so the server runs its own.
+	ownTables bool
 }
 
 // New binds the listen address (so a port in use fails here, with a clear
@@ -172,7 +185,10 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, log: opts.Logger, ln: opts.Listener}
+	s := &Server{opts: opts, log: opts.Logger, ln: opts.Listener, ownTables: opts.Tables == nil}
+	if s.ownTables {
+		s.opts.Tables = wire.NewTables(opts.Manager, opts.Logger.Named("livequery"))
+	}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	s.metrics = newMetrics(opts.Registry)
 	s.pager = newPager(opts.PageTTL, opts.MaxPageSnapshots, opts.Clock)
@@ -360,7 +376,21 @@ func (l serverLog) Write(p []byte) (int, error) {
 }
 
 // Start serves until ctx ends, then shuts down within ShutdownTimeout.
+// Live tables the server owns (Options.Tables left out) run as long as
+// it serves, and stop once the last request has ended.
 func (s *Server) Start(ctx context.Context) error {
+	if s.ownTables {
+		tctx, stop := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = s.opts.Tables.Start(tctx)
+		}()
+		defer func() {
+			stop()
+			<-done
+		}()
+	}
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -35,12 +35,12 @@ func (t *tableOptions) forRequest(info *informer.ResourceInfo, rq apiRequest) *t
 	return t
 }
 
-// writeTable answers objs as a Table: the columns of the resource's
-// printer (see rows.New), with a Namespace column for generic ones as
+// writeTable answers objs as a Table: the columns of printer p (the
+// resource's, see rows.New), with a Namespace column for generic ones as
 // forRequest decides.
-func (s *Server) writeTable(w http.ResponseWriter, r *http.Request, info *informer.ResourceInfo, objs []*informer.Object,
+func (s *Server) writeTable(w http.ResponseWriter, r *http.Request, p *rows.Printer, objs []*informer.Object,
 	rv uint64, cont string, opts *tableOptions, pretty bool) {
-	t := buildTable(s.printer(r.Context(), info), objs, opts, true, s.opts.Clock.Now())
+	t := buildTable(p, objs, opts, true, s.opts.Clock.Now())
 	t.ResourceVersion = strconv.FormatUint(rv, 10)
 	t.Continue = cont
 	b, err := json.Marshal(t)

@@ -41,7 +41,11 @@
 // its offset, and it survives the anchor row's deletion. Scrolling an
 // offset window whose rows shift under it is the consumer's choice to
 // make; a dashboard at the top of a list wants the offset, one scrolled
-// down the cursor (Window.CursorAt gives the cursor of a row).
+// down the cursor (Window.CursorAt gives the cursor of a row). A consumer
+// that reads a window once instead of following it (a REST page) takes
+// its Window.Snapshot, and starts the next page at Window.CursorAfter
+// its last row: every row sorted after that row then, whatever changed
+// in between.
 //
 // Per change, a window's operations are the least that take its copy to
 // the new rows: none for a row that stays outside it, an update for one
@@ -58,8 +62,10 @@
 // filter, held as an order-statistic tree (a treap with subtree sizes,
 // tree.go) of the rows that match. Both are built on the first Open that
 // needs them and shared by every window that sorts and filters alike
-// (equal Filter.key); a view goes with its last window, an index with its
-// last view. A view per distinct filter is what keeps counting and
+// (equal Filter.key). A view whose last window closes is kept, up to
+// date, among the table's idle views (Options.IdleViews, least recently
+// used dropped first), so that a window reopened alike finds it built;
+// an index goes with its last view. A view per distinct filter is what keeps counting and
 // selecting the k-th matching row logarithmic whatever the filter's
 // selectivity: a text filter or an RBAC namespace set is maintained
 // incrementally like any other, at the price of memory and of matching

@@ -272,15 +272,26 @@ type modelWin struct {
 // runModel applies steps random operations to a table and to the model
 // and checks every window's client against the model after each.
 func runModel(t *testing.T, c chooser, steps int) {
-	tbl := NewTable(Options{Columns: testColumns, MaxPending: 8})
+	// Few idle views, so that windows reopen idle views kept up to date
+	// and the oldest are dropped.
+	tbl := NewTable(Options{Columns: testColumns, MaxPending: 8, IdleViews: 3})
 	rows := map[string]*Row{}
 	var wins []*modelWin
 	defer func() {
 		for _, mw := range wins {
 			mw.w.Close()
 		}
-		if len(tbl.indexes) != 0 {
-			t.Errorf("indexes left after every window closed: %d", len(tbl.indexes))
+		n := 0
+		for _, x := range tbl.indexes {
+			for _, v := range x.views {
+				if len(v.windows) != 0 {
+					t.Errorf("a view with windows after every window closed")
+				}
+				n++
+			}
+		}
+		if n != len(tbl.idle) || n != tbl.views || n > 3 {
+			t.Errorf("%d views left (%d idle, %d counted), want at most 3, all idle", n, len(tbl.idle), tbl.views)
 		}
 	}()
 	rv := uint64(1)

@@ -40,12 +40,19 @@ type Options struct {
 	MaxPending int
 	// MaxTextLen bounds Filter.Text. Default 256.
 	MaxTextLen int
-	// MaxViews bounds the views (distinct sorts and filters) open at
-	// once: each holds a tree of the rows it matches, up to one node per
-	// row, so they bound the table's memory at about MaxViews×rows
-	// nodes. An Open that needs one more fails with TooManyViewsError.
-	// Default 64.
+	// MaxViews bounds the views (distinct sorts and filters) held at
+	// once, idle ones included: each holds a tree of the rows it
+	// matches, up to one node per row, so they bound the table's memory
+	// at about MaxViews×rows nodes. An Open that needs one more drops the
+	// least recently used idle view, or fails with TooManyViewsError when
+	// every view has windows. Default 64.
 	MaxViews int
+	// IdleViews is how many views without windows are kept, most
+	// recently used first, so that a window reopened alike (a page
+	// reloaded, a sort flipped back, the next REST page) finds its view
+	// built instead of filtering and sorting every row again. They are
+	// kept up to date like any view. Default 8; negative keeps none.
+	IdleViews int
 }
 
 func (o Options) setDefaults() Options {
@@ -60,6 +67,12 @@ func (o Options) setDefaults() Options {
 	}
 	if o.MaxViews <= 0 {
 		o.MaxViews = 64
+	}
+	switch {
+	case o.IdleViews == 0:
+		o.IdleViews = 8
+	case o.IdleViews < 0:
+		o.IdleViews = 0
 	}
 	return o
 }
@@ -84,8 +97,10 @@ type Table struct {
 	wakes []*Window
 	// seed varies the trees' priority sequences.
 	seed uint64
-	// views counts the views of every index.
+	// views counts the views of every index, idle ones included.
 	views int
+	// idle holds the views without windows, least recently used first.
+	idle []*view
 	// err is set by End: the table's data source is gone for good.
 	err error
 }
@@ -289,6 +304,24 @@ type entry struct {
 	val Value
 }
 
+// idleLocked keeps v, whose last window has closed, among the idle
+// views, dropping the least recently used past Options.IdleViews.
+// Caller must hold t.mu.
+func (t *Table) idleLocked(v *view) {
+	t.idle = append(t.idle, v)
+	for len(t.idle) > t.opts.IdleViews {
+		t.dropIdleLocked()
+	}
+}
+
+// dropIdleLocked drops the least recently used idle view, and its index
+// with its last view. Caller must hold t.mu.
+func (t *Table) dropIdleLocked() {
+	v := t.idle[0]
+	t.idle = slices.Delete(t.idle, 0, 1)
+	v.x.drop(v)
+}
+
 // hasViewLocked reports whether the view of spec through f exists.
 // Caller must hold t.mu.
 func (t *Table) hasViewLocked(spec SortSpec, f Filter) bool {
@@ -360,6 +393,9 @@ func (t *Table) indexLocked(spec SortSpec) (*index, error) {
 func (x *index) viewLocked(f Filter) *view {
 	key := f.key()
 	if v := x.views[key]; v != nil {
+		if i := slices.Index(x.t.idle, v); i >= 0 {
+			x.t.idle = slices.Delete(x.t.idle, i, i+1)
+		}
 		return v
 	}
 	x.t.seed++

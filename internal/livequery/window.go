@@ -186,7 +186,10 @@ func (t *Table) Open(q Query) (*Window, error) {
 		return nil, t.err
 	}
 	if t.views >= t.opts.MaxViews && !t.hasViewLocked(q.Sort, q.Filter) {
-		return nil, &TooManyViewsError{Max: t.opts.MaxViews}
+		if len(t.idle) == 0 {
+			return nil, &TooManyViewsError{Max: t.opts.MaxViews}
+		}
+		t.dropIdleLocked() // the least recently used view without windows
 	}
 	x, err := t.indexLocked(q.Sort)
 	if err != nil {
@@ -436,6 +439,7 @@ func (w *Window) Move(r Range) ([]Op, uint64, error) {
 			buf = append(buf, Op{Type: OpInsert, Pos: pos, Row: e.r.Row})
 			pos++
 		})
+		w.count = -1 // a move's answer always ends with a count
 		return w.countLocked(buf), w.t.rv, nil
 	}
 	for range keepFrom - oldFrom {
@@ -451,6 +455,7 @@ func (w *Window) Move(r Range) ([]Op, uint64, error) {
 	for rank := keepTo; rank < to; rank++ {
 		at(rank-from, rank)
 	}
+	w.count = -1 // a move's answer always ends with a count
 	return w.countLocked(buf), w.t.rv, nil
 }
 
@@ -484,6 +489,40 @@ func (w *Window) CursorAt(pos int) (Cursor, bool) {
 	return Cursor{Value: e.val, Namespace: e.r.Namespace, Name: e.r.Name}, true
 }
 
+// Snapshot is a window read once rather than followed.
+type Snapshot struct {
+	// Rows are the window's rows.
+	Rows []*Row
+	// Count and Offset are what an OpCount carries: the rows that match
+	// the window's filter, and the rank of its first row among them.
+	Count, Offset int
+	// Version is the table's version: the rows are the window as of it.
+	Version uint64
+}
+
+// Snapshot returns the window's rows, count and offset as of now, all at
+// one version, in O(log n + limit): what a consumer that reads a window
+// once (a REST page) needs, without applying operations.
+func (w *Window) Snapshot() Snapshot {
+	w.t.mu.Lock()
+	defer w.t.mu.Unlock()
+	s := Snapshot{Rows: make([]*Row, 0, w.clamp(w.v.tree.Len())), Count: w.v.tree.Len(), Offset: w.offset, Version: w.t.rv}
+	w.v.tree.each(w.offset, w.offset+w.limit, func(e *entry) { s.Rows = append(s.Rows, e.r.Row) })
+	return s
+}
+
+// CursorAfter returns the cursor just past row r in the window's sort
+// order: a cursor window there starts at the first row sorted after r,
+// whichever row that is when it opens, and whether or not r still
+// exists. The cursor's name is r's followed by a NUL byte, the least
+// name after r's; no object name holds one, so no row sits at the
+// cursor itself. r's sort value is computed as the window's index does,
+// so r may be a row the window showed at any time.
+func (w *Window) CursorAfter(r *Row) Cursor {
+	// w.v and its index's value function never change after Open.
+	return Cursor{Value: w.v.x.value(r), Namespace: r.Namespace, Name: r.Name + "\x00"}
+}
+
 // Close detaches the window. The view it used is dropped with its last
 // window, and the index with its last view. Safe to call more than once.
 func (w *Window) Close() {
@@ -502,6 +541,6 @@ func (w *Window) Close() {
 		}
 	}
 	if len(v.windows) == 0 {
-		v.x.drop(v)
+		w.t.idleLocked(v)
 	}
 }

@@ -361,13 +361,13 @@ func TestWindowMove(t *testing.T) {
 		name:  "growing the limit appends rows",
 		from:  Range{Offset: 7, Limit: 2},
 		to:    Range{Offset: 7, Limit: 5},
-		want:  []string{"insert(2,a/r9)"},
+		want:  []string{"insert(2,a/r9)", "count(10,@7)"}, // a move's answer always ends with a count
 		rows2: []string{"a/r7", "a/r8", "a/r9"},
 	}, {
 		name:  "shrinking the limit removes the last rows",
 		from:  Range{Offset: 0, Limit: 4},
 		to:    Range{Offset: 0, Limit: 2},
-		want:  []string{"remove(3)", "remove(2)"},
+		want:  []string{"remove(3)", "remove(2)", "count(10,@0)"},
 		rows2: []string{"a/r0", "a/r1"},
 	}, {
 		name:  "moving to a cursor places the window at its row",
@@ -453,9 +453,10 @@ func TestWindowOverflowResets(t *testing.T) {
 }
 
 // Windows that sort and filter alike share one view; the view goes with
-// its last window and the index with its last view.
+// its last window (when no idle view is kept) and the index with its
+// last view.
 func TestViewsShared(t *testing.T) {
-	tbl := NewTable(Options{Columns: scoreColumns})
+	tbl := NewTable(Options{Columns: scoreColumns, IdleViews: -1})
 	tbl.Replace(tenRows(), 1)
 	web := func() Filter {
 		return Filter{Label: labels.SelectorFromSet(labels.Set{"app": "web"}), Namespaces: sets.New("b", "a")}
@@ -634,4 +635,58 @@ func TestTooManyViews(t *testing.T) {
 		t.Fatalf("after closing a view: %v", err)
 	}
 	w3.Close()
+}
+
+// TestIdleViewsKept: a view whose last window closed is kept, up to date,
+// for the next window that sorts and filters alike; past IdleViews the
+// least recently used goes, and an Open past MaxViews drops an idle view
+// rather than refusing.
+func TestIdleViewsKept(t *testing.T) {
+	tbl := NewTable(Options{Columns: scoreColumns, IdleViews: 2, MaxViews: 3})
+	tbl.Replace(tenRows(), 1)
+	q := func(text string) Query {
+		return Query{Sort: SortSpec{Key: "score", Desc: true}, Filter: Filter{Text: text}, Range: Range{Limit: 3}}
+	}
+	views := map[string]*view{}
+	for _, text := range []string{"r", "r1", "r2"} {
+		w, err := tbl.Open(q(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		views[text] = w.v
+		w.Close()
+	}
+	if tbl.views != 2 || len(tbl.idle) != 2 || tbl.idle[0] != views["r1"] || tbl.idle[1] != views["r2"] {
+		t.Fatalf("idle views %d (%v), want r1 then r2", tbl.views, tbl.idle)
+	}
+	// A change while idle reaches the view; reopened, it is the same view.
+	tbl.Upsert(scored("a", "r11", Int(95)), 2)
+	w, c := openAndDrain(t, tbl, q("r1"))
+	if w.v != views["r1"] {
+		t.Error("the idle view was built again")
+	}
+	if diff := cmp.Diff([]string{"a/r11", "a/r1"}, c.keys()); diff != "" {
+		t.Errorf("reopened idle view (-want +got):\n%s", diff)
+	}
+	if len(tbl.idle) != 1 || tbl.idle[0] != views["r2"] {
+		t.Errorf("idle after reopening r1: %v, want r2 only", tbl.idle)
+	}
+	// Past MaxViews, the idle view goes rather than the Open failing.
+	w2, err := tbl.Open(q("r9"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close()
+	w3, err := tbl.Open(q("r8"))
+	if err != nil {
+		t.Fatalf("an Open past MaxViews with an idle view: %v", err)
+	}
+	defer w3.Close()
+	if len(tbl.idle) != 0 || tbl.views != 3 {
+		t.Errorf("idle %v, views %d: the idle view should have made room", tbl.idle, tbl.views)
+	}
+	var tm *TooManyViewsError
+	if _, err := tbl.Open(q("r7")); !errors.As(err, &tm) {
+		t.Errorf("an Open past MaxViews with no idle view: %v, want TooManyViewsError", err)
+	}
 }

@@ -142,15 +142,18 @@ func (s *socket) restartWindow(sub *subscription, dec auth.Decision) {
 		return
 	}
 	win.first = windowResetReauthorized
-	next := *sub
-	next.decision, next.win = dec, win
 	s.mu.Lock()
 	if s.subs[sub.id] != sub {
 		s.mu.Unlock()
 		win.w.Close()
 		return
 	}
-	next.move = sub.move
+	// Copied under mu, which guards move: a move not yet applied goes to
+	// the new window, and one the writer took meanwhile is handed over
+	// by the writer (flushWindow).
+	next := *sub
+	next.decision, next.win = dec, win
+	sub.move = nil
 	s.subs[sub.id] = &next
 	s.mu.Unlock()
 	sub.win.w.Close()

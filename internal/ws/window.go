@@ -168,6 +168,8 @@ func (s *socket) moveWindow(f *clientFrame) {
 	}
 	if f.Limit != nil {
 		m.limit = *f.Limit
+	} else if sub.move != nil {
+		m.limit = sub.move.limit // the limit a merged move asked for
 	}
 	sub.move = m
 	s.mu.Unlock()
@@ -201,6 +203,14 @@ func (s *socket) flushWindow(sub *subscription) error {
 				rv = max(rv, mrv)
 				s.mu.Lock()
 				win.rng = rng
+				// A re-authorization replaced the subscription after the
+				// move was taken from it: the new window, opened where
+				// this one was, gets the move too, unless a later one
+				// waits.
+				if cur := s.subs[sub.id]; cur != nil && cur != sub && cur.win != nil && cur.move == nil {
+					cur.move = mv
+					defer s.signal()
+				}
 				s.mu.Unlock()
 			}
 		}

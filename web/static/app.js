@@ -1,10 +1,12 @@
 // The kubegate dashboard. One WebSocket (protocol kubegate.v1, through the
-// client in kubegate.js) carries two subscriptions: the table's resource
-// and the namespaces for the picker. Discovery, object detail and the
-// status view use the gateway's REST API, /readyz and /metrics. No build
-// step: this file is served as is.
+// client in kubegate.js) carries the table's live window (a sorted,
+// filtered page of the resource's rows that follows the scroll position),
+// the event log's subscription (live changes only, as rows) and the
+// namespaces for the picker. Discovery, object detail and the status view
+// use the gateway's REST API, /readyz and /metrics. No build step: this
+// file is served as is.
 import { KubegateClient, objectKey } from "./kubegate.js";
-import { VirtualTable } from "./table.js";
+import { WindowTable } from "./table.js";
 import { toYAML } from "./yaml.js";
 
 const $ = (id) => document.getElementById(id);
@@ -77,22 +79,36 @@ async function discover() {
 
 // ---- query in the URL hash --------------------------------------------------
 
+// The view is the URL's hash, so that a reload or a bookmark restores it:
+// resource, namespace, labels, fields (selectors), sort, order, q (the
+// search text) and wide.
 function readHash() {
   const p = new URLSearchParams(location.hash.slice(1));
-  return { resource: p.get("resource") || "pods", namespace: p.get("namespace") || "", labelSelector: p.get("labels") || "" };
+  return {
+    resource: p.get("resource") || "pods", namespace: p.get("namespace") || "",
+    labelSelector: p.get("labels") || "", fieldSelector: p.get("fields") || "",
+    sort: p.get("sort") || "", order: p.get("order") === "desc" ? "desc" : "asc",
+    filter: p.get("q") || "", wide: p.get("wide") === "1",
+  };
 }
 function writeHash(q) {
   const p = new URLSearchParams();
   p.set("resource", q.resource);
   if (q.namespace) p.set("namespace", q.namespace);
   if (q.labelSelector) p.set("labels", q.labelSelector);
+  if (q.fieldSelector) p.set("fields", q.fieldSelector);
+  if (q.sort) p.set("sort", q.sort);
+  if (q.sort && q.order === "desc") p.set("order", "desc");
+  if (q.filter) p.set("q", q.filter);
+  if (q.wide) p.set("wide", "1");
   history.replaceState(null, "", "#" + p.toString());
 }
 
 // ---- connection -------------------------------------------------------------
 
-// The client reconnects (0.5s doubling to 5s) and resumes every
-// subscription; a socket refused with 401 waits for a token.
+// The client reconnects (0.5s doubling to 5s), resumes the subscriptions
+// and sends the window again where it was; a socket refused with 401
+// waits for a token.
 const client = new KubegateClient("/ws", { token: () => token, backoff: { maxMs: 5000 } });
 let resetTimer = 0;
 // stats are the page's counters; max*Ms are its longest single tasks.
@@ -102,6 +118,7 @@ const stats = {
   get reconnects() { return client.stats.reconnects; },
   get maxMessageMs() { return client.stats.maxMessageMs; },
   get maxDrawMs() { return table.maxDrawMs; },
+  get moves() { return moves; },
 };
 
 function setConn(state, text = state) {
@@ -113,129 +130,181 @@ function setConn(state, text = state) {
 client.on("status", (s) => {
   switch (s.state) {
     case "open": setConn("connected"); return;
-    case "reconnecting": setConn("reconnecting", `reconnecting (${s.code || "dropped"})`); return;
-    case "closed": setConn("reconnecting", "offline"); return;
+    case "reconnecting": setConn("reconnecting", `reconnecting (${s.code || "dropped"})`); keepLogPlace(); return;
+    case "closed": setConn("reconnecting", "offline"); keepLogPlace(); return;
     case "unauthorized": needLogin().then(() => client.connect()); return;
     case "failed": setConn("failed", `failed (${(s.status && s.status.message) || s.code || s.error})`); return;
   }
 });
 client.on("error", (e) => logEvent("ERROR", "", (e.status && e.status.message) || String(e.error)));
 
-// serverReset shows a gateway's RESET of sub; a resubscribe without a
-// resume point (no frame) also clears the subscription, quietly.
-function serverReset(sub, e) {
-  if (!e.frame) return;
-  logEvent("RESET", sub.id, e.reason);
-  setConn("reset", `reset (${e.reason || "?"})`);
+// serverReset shows a reset the gateway sent for id (RESET, or a window's
+// reset operation with a reason).
+function serverReset(id, reason) {
+  logEvent("RESET", id, reason);
+  setConn("reset", `reset (${reason || "?"})`);
   clearTimeout(resetTimer);
   resetTimer = setTimeout(() => { if (client.state === "open") setConn("connected"); }, 2000);
 }
 
 // ---- table ------------------------------------------------------------------
 
-function age(ts) {
-  if (!ts) return "";
-  let s = Math.max(0, Math.floor((Date.now() - Date.parse(ts)) / 1000));
-  if (s < 120) return s + "s";
-  s = Math.floor(s / 60);
-  if (s < 120) return s + "m";
-  s = Math.floor(s / 60);
-  if (s < 48) return s + "h";
-  return Math.floor(s / 24) + "d";
-}
+let moves = 0; // window moves asked for
+let moving = false; // a move was asked for and no WINDOW frame has come since
 
-// statusOf summarises an object for the Status column where the kind has an
-// obvious summary, else "—".
-function statusOf(o) {
-  const st = o.status || {};
-  const spec = o.spec || {};
-  if (o.metadata.deletionTimestamp) return "Terminating";
-  switch (o.kind) {
-    case "Pod": return st.phase || "Pending";
-    case "Deployment": case "StatefulSet": case "ReplicaSet":
-      return `${st.readyReplicas || 0}/${spec.replicas ?? 1}`;
-    case "DaemonSet": return `${st.numberReady || 0}/${st.desiredNumberScheduled || 0}`;
-    case "Job": return st.succeeded ? "Complete" : st.failed ? "Failed" : "Running";
-    case "Namespace": case "PersistentVolume": case "PersistentVolumeClaim": return st.phase || "—";
-    case "Node": {
-      const c = (st.conditions || []).find((c) => c.type === "Ready");
-      return c ? (c.status === "True" ? "Ready" : "NotReady") : "—";
-    }
-  }
-  return "—";
-}
-
-function span(cls, text, title) {
-  const s = document.createElement("span");
-  s.className = cls;
-  s.textContent = text;
-  if (title) s.title = title;
-  return s;
-}
-
-function renderRow(o) {
-  const m = o.metadata;
-  const row = document.createElement("div");
-  row.className = "row";
-  const status = statusOf(o);
-  const labels = Object.entries(m.labels || {}).map(([k, v]) => `${k}=${v}`).join(", ");
-  row.append(span("c-name", m.name, m.name), span("c-ns", m.namespace || ""),
-    span("c-status status-" + status.replace(/[^A-Za-z]/g, ""), status),
-    span("c-age", age(m.creationTimestamp)), span("c-labels", labels, labels));
-  return row;
-}
-
-const table = new VirtualTable({
-  viewport: $("viewport"), spacer: $("spacer"), rows: $("rows"), rowHeight: 26,
-  render: renderRow, onClick: (o) => o && showObject(o),
+const table = new WindowTable({
+  head: $("thead"), viewport: $("viewport"), spacer: $("spacer"), rows: $("rows"), rowHeight: 26,
+  onRange(range) {
+    if (!tableWin) return;
+    moves++;
+    moving = true;
+    tableWin.move(range);
+  },
+  onSort(key) {
+    const q = currentQuery();
+    const same = tableWin && tableWin.sort && tableWin.sort.toLowerCase() === key.toLowerCase();
+    q.order = same && tableWin.order !== "desc" ? "desc" : "asc";
+    q.sort = key;
+    applyQuery(q);
+  },
+  onClick: (row) => showObject(row),
+  onDraw: firstRows,
 });
-// Ages move on: rewrite the Age cells of the visible rows in place.
-setInterval(() => {
-  for (const el of $("rows").children) {
-    if (el._item) el.querySelector(".c-age").textContent = age(el._item.metadata.creationTimestamp);
-  }
-}, 1000);
+// Relative cells (ages, restarts) move on: rewrite those in view.
+setInterval(() => table.tick(), 1000);
 
-let countFrame = 0;
-function updateCount() {
-  if (countFrame) return;
-  countFrame = requestAnimationFrame(() => { countFrame = 0; $("count").textContent = table.size; });
+// firstRows marks when the table first showed rows (or an empty window):
+// the performance entry "kubegate:first-rows", taken in the animation frame
+// after the draw, so after the rows were painted.
+let firstMarked = false;
+function firstRows(d) {
+  if (firstMarked || !tableWin || !tableWin.synced || (d.rows === 0 && tableWin.count > 0)) return;
+  firstMarked = true;
+  requestAnimationFrame(() => performance.mark("kubegate:first-rows"));
+}
+
+function setCount(n) {
+  const el = $("count");
+  el.dataset.count = n;
+  el.textContent = n.toLocaleString("en-US");
+}
+
+// columnsFor lists the table's columns for a window's ack: a Namespace
+// column first when a namespaced resource is shown across namespaces (as
+// kubectl get -A), then kubectl's columns (priority 0; all with wide).
+function columnsFor(win, q) {
+  const cols = [];
+  if (win.resource && win.resource.namespaced && !q.namespace) {
+    cols.push({ label: "Namespace", sortKey: "metadata.namespace", get: (r) => r.namespace || "" });
+  }
+  (win.columns || []).forEach((c, i) => {
+    if (c.priority !== 0 && !q.wide) return;
+    cols.push({ label: c.name, sortKey: c.name, title: c.description, name: c.format === "name", get: (r) => r.cells[i] });
+  });
+  return cols;
+}
+
+// showColumns shows the window's columns as the query asks (wide or not).
+function showColumns() {
+  const win = tableWin;
+  if (!win || !win.columns) return;
+  table.setColumns(columnsFor(win, query), win.sort, win.order);
+  const by = win.sort === "metadata.namespace" ? "namespace, name" : win.sort;
+  $("sort-info").textContent = `sorted by ${by} ${win.order === "desc" ? "↓" : "↑"}`;
 }
 
 let tableSeq = 0;
-let tableSub = null;
+let tableWin = null;
+let logSub = null;
+let query = null;
+
+function currentQuery() { return { ...query }; }
 
 function applyQuery(q) {
+  query = q;
   writeHash(q);
-  if (tableSub) tableSub.unsubscribe();
-  table.clear();
-  updateCount();
+  if (tableWin) tableWin.close();
+  if (logSub) logSub.unsubscribe();
   $("sub-error").textContent = "";
-  const req = { id: `table-${++tableSeq}`, resource: q.resource };
-  if (q.namespace && isNamespaced(q.resource)) req.namespace = q.namespace;
-  if (q.labelSelector) req.labelSelector = q.labelSelector;
-  const sub = client.subscribe(req, {
+  document.body.dataset.synced = "";
+  setCount(0);
+  const seq = ++tableSeq;
+  const base = { resource: q.resource };
+  if (q.namespace && isNamespaced(q.resource)) base.namespace = q.namespace;
+  if (q.labelSelector) base.labelSelector = q.labelSelector;
+  if (q.fieldSelector) base.fieldSelector = q.fieldSelector;
+  const range = table.rangeAt(0);
+  const req = { id: `table-${seq}`, ...base, ...range };
+  if (q.sort) { req.sort = q.sort; req.order = q.order; }
+  if (q.filter) req.filter = q.filter;
+  moving = false;
+  const win = client.window(req, {
+    ack() {
+      $("sub-error").textContent = "";
+      showColumns();
+    },
     change(e) {
-      if (e.type === "DELETED") table.delete(e.key);
-      else table.set(e.key, e.object, e.live);
-      updateCount();
-      if (e.live) logEvent(e.type, q.resource, e.key);
+      // Highlight rows that changed: updates and moves always, inserts
+      // unless they may answer a move (scrolling brings rows in). The
+      // next frame after a move is taken as its answer: answers carry no
+      // mark of their own.
+      if (!e.first) {
+        for (const op of e.ops) {
+          if (op.op === "update" || op.op === "move" || (op.op === "insert" && !moving)) table.flash(objectKey(op.row));
+        }
+      }
+      moving = false;
+      setCount(win.count);
+      document.body.dataset.synced = win.id;
+      table.schedule();
     },
     reset(e) {
-      table.clear();
-      updateCount();
-      document.body.dataset.synced = "";
-      serverReset(sub, e);
+      if (e.reason && e.reason !== "Resubscribe") serverReset(win.id, e.reason);
     },
-    synced() { document.body.dataset.synced = sub.id; },
-    ack() { $("sub-error").textContent = ""; },
     error(e) {
       $("sub-error").textContent = "— " + e.status.message;
-      logEvent("ERROR", sub.id, e.status.message || "error");
+      logEvent("ERROR", win.id, e.status.message || "error");
+      if (e.final) { setCount(0); table.show(null, null); }
     },
   });
-  tableSub = sub;
-  document.body.dataset.synced = "";
+  tableWin = win;
+  table.show(win, range);
+  subscribeLog(base, q.resource, seq);
+}
+
+// subscribeLog follows the live changes of what the table shows (its
+// resource, namespace and selectors; not the search text) for the event
+// log: rows, no snapshot, no objects kept. A RESET from the gateway (its
+// history no longer covers the resume point) would be followed by a
+// snapshot the log has no use for: the log starts afresh instead.
+function subscribeLog(base, resource, seq, resourceVersion) {
+  const req = { id: `log-${seq}`, ...base, as: "Table", sendInitialEvents: false };
+  if (resourceVersion) req.resourceVersion = resourceVersion;
+  const sub = client.subscribe(req, {
+    change(e) { if (e.live) logEvent(e.type, resource, e.key); },
+    reset(e) {
+      if (!e.frame || logSub !== sub) return;
+      serverReset(sub.id, e.reason);
+      sub.unsubscribe();
+      subscribeLog(base, resource, ++tableSeq);
+    },
+    error(e) { if (e.final) logEvent("ERROR", sub.id, e.status.message || "error"); },
+  }, { keepObjects: false });
+  logSub = sub;
+  logArgs = [base, resource];
+}
+let logArgs = null;
+
+// keepLogPlace gives the log a resume point when the socket drops before
+// the log saw its first change: a subscription without a snapshot has
+// none until then (the gateway sends no END_OF_SNAPSHOT for it), so it
+// would come back without the changes made while offline. The window's
+// rv, the version of the resource it reflects, of the same resource and
+// selectors, is one: the log is subscribed again from it.
+function keepLogPlace() {
+  if (!logSub || logSub.rv || !tableWin || !tableWin.rv || logSub.state === "ended") return;
+  logSub.unsubscribe();
+  subscribeLog(...logArgs, ++tableSeq, tableWin.rv);
 }
 
 // ---- namespaces picker --------------------------------------------------------
@@ -247,7 +316,7 @@ function drawNamespaces() {
   nsFrame = requestAnimationFrame(() => {
     nsFrame = 0;
     const sel = $("namespace");
-    const cur = sel.value || readHash().namespace;
+    const cur = query ? query.namespace : sel.value;
     const opts = [new Option("(all)", "")];
     const names = new Set(nsSub ? [...nsSub.objects.values()].map((o) => o.metadata.name) : []);
     if (cur) names.add(cur);
@@ -278,6 +347,13 @@ function logEvent(type, what, name) {
 }
 $("log-max").textContent = LOG_MAX;
 
+function span(cls, text) {
+  const s = document.createElement("span");
+  s.className = cls;
+  s.textContent = text;
+  return s;
+}
+
 // ---- object detail ------------------------------------------------------------
 
 let resources = [];
@@ -288,13 +364,15 @@ function isNamespaced(value) {
 
 let shown = null;
 let format = "yaml";
-async function showObject(o) {
-  const info = tableSub && tableSub.resource;
+// showObject shows the object of a row ({name, namespace}), read with a
+// REST get from the path the window's ack names.
+async function showObject(row) {
+  const info = tableWin && tableWin.resource;
   if (!info) return;
   const base = info.group ? `/apis/${info.group}/${info.version}` : `/api/${info.version}`;
-  const ns = o.metadata.namespace ? `/namespaces/${encodeURIComponent(o.metadata.namespace)}` : "";
-  const path = `${base}${ns}/${info.resource}/${encodeURIComponent(o.metadata.name)}`;
-  $("object-title").textContent = `${info.kind} ${objectKey(o)}`;
+  const ns = row.namespace ? `/namespaces/${encodeURIComponent(row.namespace)}` : "";
+  const path = `${base}${ns}/${info.resource}/${encodeURIComponent(row.name)}`;
+  $("object-title").textContent = `${info.kind} ${objectKey(row)}`;
   $("object-body").textContent = "loading…";
   if (!$("object").open) $("object").showModal();
   try {
@@ -380,43 +458,80 @@ setInterval(pollStatus, 3000);
 
 // ---- start --------------------------------------------------------------------
 
-async function main() {
+// fillResources fills the picker from discovery; until it answers, it
+// holds the URL's resource alone.
+function fillResources(current) {
+  const sel = $("resource");
+  const list = resources.some((r) => r.value === current) ? resources : [{ value: current, label: current, namespaced: true }, ...resources];
+  sel.replaceChildren(...list.map((r) => new Option(r.label, r.value)));
+  sel.value = current;
+}
+
+// formQuery is the view the form describes; the sort and order stay
+// unless the resource changes (its columns do).
+function formQuery() {
+  const q = currentQuery();
+  const resource = $("resource").value;
+  if (resource !== q.resource) { q.sort = ""; q.order = "asc"; }
+  q.resource = resource;
+  q.namespace = isNamespaced(resource) ? $("namespace").value : "";
+  q.labelSelector = $("selector").value.trim();
+  q.fieldSelector = $("fields").value.trim();
+  q.filter = $("search").value;
+  q.wide = $("wide").checked;
+  return q;
+}
+
+function main() {
   setConn("connecting");
   const q = readHash();
   $("selector").value = q.labelSelector;
-  try {
-    resources = await discover();
-  } catch (e) {
-    $("sub-error").textContent = "discovery failed: " + e.message;
-  }
-  const sel = $("resource");
-  if (!resources.some((r) => r.value === q.resource)) {
-    resources.unshift({ value: q.resource, label: q.resource, namespaced: true });
-  }
-  sel.replaceChildren(...resources.map((r) => new Option(r.label, r.value)));
-  sel.value = q.resource;
-  drawNamespaces();
-
+  $("fields").value = q.fieldSelector;
+  $("search").value = q.filter;
+  $("wide").checked = q.wide;
+  fillResources(q.resource);
+  // The window goes out at once; discovery only fills the picker.
   nsSub = client.subscribe({ id: "namespaces", resource: "namespaces" }, {
     change: drawNamespaces,
-    reset(e) { drawNamespaces(); serverReset(nsSub, e); },
+    reset(e) { drawNamespaces(); if (e.frame) serverReset(nsSub.id, e.reason); },
     error(e) { logEvent("ERROR", "namespaces", e.status.message || "error"); },
   });
   applyQuery(q);
+  drawNamespaces();
   client.connect();
+  discover().then((list) => {
+    resources = list;
+    fillResources($("resource").value);
+  }, (e) => { $("sub-error").textContent = "discovery failed: " + e.message; });
 
   $("query").addEventListener("submit", (e) => {
     e.preventDefault();
-    applyQuery({ resource: sel.value, namespace: $("namespace").value, labelSelector: $("selector").value.trim() });
+    clearTimeout(searchTimer);
+    applyQuery(formQuery());
+  });
+  for (const id of ["resource", "namespace"]) $(id).addEventListener("change", () => applyQuery(formQuery()));
+  // The rows carry every column: wide only shows more of them.
+  $("wide").addEventListener("change", () => {
+    query.wide = $("wide").checked;
+    writeHash(query);
+    showColumns();
+  });
+  // The search applies as the user types, once typing pauses.
+  let searchTimer = 0;
+  $("search").addEventListener("input", () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(() => { if ($("search").value !== query.filter) applyQuery(formQuery()); }, 300);
   });
 }
 
 // window.kubegate exposes the page's state for debugging and tests.
-// disconnect() and connect() take the page offline and back, to watch a
-// resume (or, when the gateway's history no longer covers it, a RESET);
-// frame(f) handles f as if the gateway had sent it.
+// disconnect() and connect() take the page offline and back, to watch
+// the window come back where it was (and the event log resume, or, when
+// the gateway's history no longer covers it, start afresh); frame(f)
+// handles f as if the gateway had sent it.
 window.kubegate = {
   stats, client, subs: client.subscriptions, table, frame: (f) => client.dispatch(f),
+  get window() { return tableWin; },
   get connection() { return $("conn").dataset.state; },
   disconnect() { client.close(1000, "offline"); },
   connect() { client.connect(); },

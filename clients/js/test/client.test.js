@@ -2,9 +2,10 @@
 // timers. No gateway needed: node --test test/client.test.js.
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 
 import {
-  DEFAULT_BACKOFF, KubegateClient, PROTOCOL, Subscription, backoffDelay, objectKey, tokenProtocol,
+  DEFAULT_BACKOFF, KubegateClient, LiveWindow, PROTOCOL, Subscription, backoffDelay, cellText, humanDuration, objectKey, tokenProtocol,
 } from "../kubegate.js";
 
 // FakeSocket stands in for a WebSocket: the test opens it, hands it
@@ -433,7 +434,235 @@ test("helpers", () => {
   assert.equal(objectKey({ metadata: { name: "node-1" } }), "node-1");
   assert.equal(objectKey({ name: "n", namespace: "ns", cells: [] }), "ns/n");
   assert.throws(() => new Subscription(), TypeError);
+  assert.throws(() => new LiveWindow(), TypeError);
   assert.throws(() => new KubegateClient("ftp://x/ws", { WebSocket: FakeSocket }), TypeError);
   assert.throws(() => new KubegateClient("ws://x/ws", { WebSocket: "none" }), /WebSocket/);
   assert.equal(new KubegateClient("https://gw.example/ws", { WebSocket: FakeSocket }).state, "idle");
+});
+
+// ---- windows ------------------------------------------------------------------
+
+const wrow = (name, rv = "1", ns = "ns") => ({ name, namespace: ns, resourceVersion: rv, uid: `uid-${name}`, cells: [name, { since: "2026-01-02T03:04:05Z" }] });
+const winAck = (id, extra = {}) => ({ ...ack(id), columns: [{ name: "Name", type: "string", format: "name", description: "", priority: 0 },
+  { name: "Age", type: "string", format: "", description: "", priority: 0, relative: true }], sort: "metadata.namespace", order: "asc", ...extra });
+const winFrame = (id, rv, ops, cursor) => ({ type: "WINDOW", id, rv, ...(cursor ? { cursor } : {}), ops });
+const names = (win) => win.rows.map((r) => r.name);
+
+// collectWindow records a window's events as strings.
+function collectWindow(win) {
+  const out = [];
+  win.on("change", (e) => out.push(`change ${e.ops.map((o) => o.op).join(",")}${e.first ? " first" : ""}`));
+  win.on("reset", (e) => out.push(`reset ${e.reason}`));
+  win.on("error", (e) => out.push(`error ${e.status.code}${e.final ? " final" : ""}`));
+  win.on("ended", (e) => out.push(`ended ${e.status ? e.status.code : "-"}`));
+  return out;
+}
+
+test("window: subscribes with its range, applies the splice operations in order, keeps count, offset, cursor and rv", (t) => {
+  const { client, last } = setup(t);
+  const win = client.window({ resource: "pods", namespace: "ns", sort: "Restarts", order: "desc", filter: "web", limit: 3, offset: 10 });
+  const events = collectWindow(win);
+  assert.equal(win.id, "win-1");
+  client.connect();
+  last().open();
+  assert.deepEqual(last().subscribes(), [{ type: "subscribe", id: "win-1", resource: "pods", namespace: "ns", sort: "Restarts", order: "desc", filter: "web", limit: 3, offset: 10 }]);
+  last().receive(winAck(win.id, { sort: "Restarts", order: "desc" }),
+    winFrame(win.id, "100", [{ op: "insert", pos: 0, row: wrow("a") }, { op: "insert", pos: 1, row: wrow("c") }, { op: "insert", pos: 1, row: wrow("b") },
+      { op: "count", count: 40, offset: 10 }], "cur-a"));
+  assert.equal(win.state, "active");
+  assert.equal(win.synced, true);
+  assert.deepEqual([win.sort, win.order, win.columns.length, win.resource.kind], ["Restarts", "desc", 2, "ConfigMap"]);
+  assert.deepEqual(names(win), ["a", "b", "c"]);
+  assert.deepEqual([win.count, win.offset, win.cursor, win.rv], [40, 10, "cur-a", "100"]);
+
+  // move takes the row out, then puts its new state at a position of the array without it.
+  last().receive(winFrame(win.id, "101", [{ op: "move", pos: 0, to: 2, row: wrow("a", "101") }]));
+  assert.deepEqual(names(win), ["b", "c", "a"]);
+  assert.equal(win.rows[2].resourceVersion, "101");
+  assert.equal(win.cursor, "cur-a", "a frame without a cursor keeps the last one");
+  last().receive(winFrame(win.id, "102", [{ op: "update", pos: 1, row: wrow("c", "102") }, { op: "remove", pos: 0 },
+    { op: "insert", pos: 2, row: wrow("d", "102") }, { op: "count", count: 41, offset: 11 }], "cur-c"));
+  assert.deepEqual(names(win), ["c", "a", "d"]);
+  assert.equal(win.rows[0].resourceVersion, "102");
+  assert.deepEqual([win.count, win.offset, win.cursor, win.rv], [41, 11, "cur-c", "102"]);
+  assert.deepEqual(events, ["change insert,insert,insert,count first", "change move", "change update,remove,insert,count"]);
+  // Frames of other kinds for a window's id are not its own.
+  last().receive(ev("ADDED", win.id, cm("x", "103")), { type: "RESET", id: win.id, reason: "Overflow" }, { type: "END_OF_SNAPSHOT", id: win.id, rv: "104" });
+  assert.deepEqual(names(win), ["c", "a", "d"]);
+  assert.equal(events.length, 3);
+});
+
+test("window: a reset operation drops the rows held; reset comes before change", (t) => {
+  const { client, last } = setup(t);
+  const win = client.window({ resource: "pods", limit: 2 });
+  const events = collectWindow(win);
+  client.connect();
+  last().open();
+  assert.deepEqual(last().subscribes()[0], { type: "subscribe", id: win.id, resource: "pods", limit: 2 });
+  last().receive(winAck(win.id), winFrame(win.id, "5", [{ op: "insert", pos: 0, row: wrow("a") }, { op: "count", count: 1, offset: 0 }]));
+  let seen = null;
+  win.on("reset", () => (seen = names(win)));
+  last().receive(winFrame(win.id, "9", [{ op: "reset", reason: "Overflow" }, { op: "insert", pos: 0, row: wrow("b") },
+    { op: "insert", pos: 1, row: wrow("c") }, { op: "count", count: 7, offset: 0 }]));
+  assert.deepEqual(seen, ["b", "c"], "reset is told once the whole frame is applied");
+  assert.deepEqual(names(win), ["b", "c"]);
+  assert.equal(client.stats.resets, 1);
+  // A move that keeps no row resets without a reason; that is no RESET of the gateway's.
+  last().receive(winFrame(win.id, "9", [{ op: "reset" }, { op: "insert", pos: 0, row: wrow("x") }, { op: "count", count: 7, offset: 5 }]));
+  assert.equal(client.stats.resets, 1);
+  assert.deepEqual(events, ["change insert,count first", "reset Overflow", "change reset,insert,insert,count", "reset ", "change reset,insert,count"]);
+});
+
+test("window: move sends a window frame, waits for the ack, and a refused move leaves the window as it was", (t) => {
+  const { client, last } = setup(t);
+  const win = client.window({ resource: "pods", limit: 2 });
+  const events = collectWindow(win);
+  win.move({ offset: 4 }); // not sent yet: the subscribe carries it
+  client.connect();
+  last().open();
+  assert.deepEqual(last().sent, [{ type: "subscribe", id: win.id, resource: "pods", limit: 2, offset: 4 }]);
+  win.move({ offset: 6, limit: 3 }); // sent, not acknowledged: after the ack
+  assert.equal(last().sent.length, 1);
+  last().receive(winAck(win.id));
+  assert.deepEqual(last().sent.at(-1), { type: "window", id: win.id, offset: 6, limit: 3 });
+  last().receive(winFrame(win.id, "5", [{ op: "insert", pos: 0, row: wrow("e") }, { op: "insert", pos: 1, row: wrow("f") }, { op: "count", count: 9, offset: 4 }]),
+    winFrame(win.id, "5", [{ op: "remove", pos: 0 }, { op: "remove", pos: 0 }, { op: "insert", pos: 0, row: wrow("g") }, { op: "count", count: 9, offset: 6 }]));
+  assert.deepEqual([names(win), win.offset, win.limit], [["g"], 6, 3]);
+  win.move({ cursor: "cur-x" });
+  win.move();
+  assert.deepEqual(last().sent.slice(-2), [{ type: "window", id: win.id, cursor: "cur-x", limit: 3 }, { type: "window", id: win.id, offset: 0, limit: 3 }]);
+  const status = { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message: "bad cursor", reason: "BadRequest", code: 400 };
+  last().receive({ type: "error", id: win.id, request: "window", status });
+  assert.equal(win.state, "active");
+  assert.deepEqual(names(win), ["g"]);
+  assert.deepEqual(events.slice(-1), ["error 400"]);
+  assert.throws(() => win.move({ offset: 1, cursor: "c" }), TypeError);
+  assert.throws(() => win.move({ offset: -1 }), RangeError);
+  assert.throws(() => win.move({ limit: 1001 }), RangeError);
+});
+
+test("window: a reconnect subscribes it again where it was, and its first frame replaces what it held", (t) => {
+  const { client, last } = setup(t);
+  const byOffset = client.window({ id: "o", resource: "pods", limit: 2, offset: 3 });
+  const byCursor = client.window({ id: "c", resource: "pods", limit: 2, cursor: "cur-0" });
+  const events = collectWindow(byOffset);
+  client.connect();
+  last().open();
+  assert.deepEqual(last().subscribes().map((f) => [f.id, f.offset, f.cursor]), [["o", 3, undefined], ["c", undefined, "cur-0"]]);
+  last().receive(winAck("o"), winAck("c"),
+    winFrame("o", "5", [{ op: "insert", pos: 0, row: wrow("d") }, { op: "insert", pos: 1, row: wrow("e") }, { op: "count", count: 9, offset: 3 }], "cur-d"),
+    winFrame("c", "5", [{ op: "insert", pos: 0, row: wrow("k") }, { op: "count", count: 9, offset: 7 }], "cur-k"));
+  byOffset.move({ offset: 5 });
+  // The move's answer is lost with the socket.
+  last().drop();
+  assert.equal(byOffset.state, "pending");
+  assert.deepEqual(names(byOffset), ["d", "e"], "the rows stay until the window is sent again");
+  t.mock.timers.tick(DEFAULT_BACKOFF.initialMs);
+  last().open();
+  assert.deepEqual(last().subscribes(), [
+    { type: "subscribe", id: "o", resource: "pods", limit: 2, offset: 5 },
+    { type: "subscribe", id: "c", resource: "pods", limit: 2, cursor: "cur-k" },
+  ]);
+  assert.equal(byOffset.synced, false);
+  last().receive(winAck("o"));
+  assert.deepEqual(names(byOffset), ["d", "e"]);
+  last().receive(winFrame("o", "8", [{ op: "insert", pos: 0, row: wrow("f") }, { op: "count", count: 6, offset: 5 }]));
+  assert.deepEqual([names(byOffset), byOffset.count, byOffset.synced], [["f"], 6, true]);
+  assert.deepEqual(events, ["change insert,insert,count first", "reset Resubscribe", "change insert,count first"]);
+});
+
+test("window: operations that do not fit are reported and the window is subscribed again", (t) => {
+  const { client, last } = setup(t);
+  const win = client.window({ id: "w", resource: "pods", limit: 2 });
+  const errors = [];
+  client.on("error", (e) => errors.push(e.error.message));
+  client.connect();
+  last().open();
+  last().receive(winAck("w"), winFrame("w", "5", [{ op: "insert", pos: 0, row: wrow("a") }, { op: "count", count: 1, offset: 0 }]));
+  last().receive(winFrame("w", "6", [{ op: "remove", pos: 1 }]));
+  assert.equal(errors.length, 1);
+  assert.match(errors[0], /window w: operation .*"remove".* does not fit 1 rows/);
+  assert.deepEqual(last().sent.at(-1), { type: "unsubscribe", id: "w" });
+  assert.equal(last().subscribes().length, 1, "subscribed again before the unsubscribe's answer");
+  last().receive(winFrame("w", "7", [{ op: "insert", pos: 0, row: wrow("late") }])); // in flight: not the window's any more
+  last().receive({ type: "ack", id: "w", request: "unsubscribe" });
+  assert.deepEqual(last().subscribes().at(-1), { type: "subscribe", id: "w", resource: "pods", limit: 2 });
+  last().receive(winAck("w"), winFrame("w", "8", [{ op: "insert", pos: 0, row: wrow("b") }, { op: "count", count: 1, offset: 0 }]));
+  assert.deepEqual(names(win), ["b"]);
+  for (const bad of [{ op: "insert", pos: 3, row: wrow("x") }, { op: "insert", pos: 0 }, { op: "move", pos: 0, to: 1, row: wrow("x") },
+    { op: "update", pos: -1, row: wrow("x") }, { op: "count", count: -1, offset: 0 }, null]) {
+    const n = errors.length;
+    last().receive({ type: "ack", id: "w", request: "unsubscribe" }); // free the id if it is waiting
+    last().receive(winAck("w"), winFrame("w", "9", [bad]));
+    assert.equal(errors.length, n + 1, `accepted ${JSON.stringify(bad)}`);
+  }
+});
+
+test("window: ended for now subscribes it again at its place; ended for good, refused or closed ends it", (t) => {
+  const { client, last } = setup(t, { backoff: { initialMs: 100 } });
+  const win = client.window({ resource: "pods", limit: 2, offset: 2 });
+  const gone = client.window({ resource: "gizmos", limit: 2 });
+  const bad = client.window({ resource: "pods", sort: "nope", limit: 2 });
+  const events = collectWindow(win);
+  const goneEvents = collectWindow(gone);
+  const badEvents = collectWindow(bad);
+  client.connect();
+  last().open();
+  const status = (code, reason) => ({ kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message: reason, reason, code });
+  last().receive({ type: "error", id: bad.id, request: "subscribe", status: status(400, "BadRequest") });
+  assert.deepEqual(badEvents, ["error 400 final", "ended 400"]);
+  last().receive(winAck(win.id), winAck(gone.id), winFrame(win.id, "5", [{ op: "count", count: 0, offset: 2 }]));
+  last().receive({ type: "error", id: win.id, ended: true, status: status(503, "ServiceUnavailable") });
+  assert.equal(win.state, "retrying");
+  t.mock.timers.tick(100);
+  assert.deepEqual(last().subscribes().at(-1), { type: "subscribe", id: win.id, resource: "pods", limit: 2, offset: 2 });
+  last().receive({ type: "error", id: gone.id, ended: true, status: status(404, "NotFound") });
+  assert.deepEqual(goneEvents, ["error 404 final", "ended 404"]);
+  assert.equal(client.subscriptions.has(gone.id), false);
+  win.close();
+  assert.deepEqual(last().sent.at(-1), { type: "unsubscribe", id: win.id });
+  assert.equal(win.state, "ended");
+  win.move({ offset: 1 }); // no effect once ended
+  assert.deepEqual(last().sent.at(-1), { type: "unsubscribe", id: win.id });
+  assert.deepEqual(events, ["change count first", "error 503", "ended -"]);
+});
+
+test("window: requests that are no window are refused before they are sent", (t) => {
+  const { client } = setup(t);
+  assert.throws(() => client.window({ resource: "pods", limit: 0 }), RangeError);
+  assert.throws(() => client.window({ resource: "pods", limit: 2.5 }), RangeError);
+  assert.throws(() => client.window({ resource: "pods", offset: 1, cursor: "c" }), TypeError);
+  assert.throws(() => client.window({ resource: "pods", resourceVersion: "5" }), /does not apply/);
+  assert.throws(() => client.window({ resource: "pods", sendInitialEvents: false }), /does not apply/);
+  assert.throws(() => client.window({ limit: 5 }), TypeError);
+  assert.throws(() => client.subscribe({ resource: "pods", limit: 5 }), /client\.window/);
+  assert.equal(client.window({ resource: "pods" }).limit, 50);
+});
+
+test("keepObjects false: events carry the objects, objects stays empty, resuming works", (t) => {
+  const { client, last } = setup(t);
+  const sub = client.subscribe({ resource: "configmaps", sendInitialEvents: false }, {}, { keepObjects: false });
+  const events = collect(sub);
+  client.connect();
+  last().open();
+  last().receive(ack(sub.id), ev("ADDED", sub.id, cm("a", "5")), ev("MODIFIED", sub.id, cm("a", "6")));
+  assert.equal(sub.objects.size, 0);
+  assert.equal(sub.rv, "6");
+  assert.deepEqual(events, ["ADDED ns/a 5", "MODIFIED ns/a 6"]);
+});
+
+test("humanDuration writes durations as apimachinery's duration.HumanDuration does", () => {
+  // test/testdata/human-duration.json is written by Go from the real
+  // function (TestHumanDurationFixture in ../client_test.go).
+  const cases = JSON.parse(readFileSync(new URL("./testdata/human-duration.json", import.meta.url), "utf8"));
+  assert.ok(cases.length > 20);
+  for (const { ms, text } of cases) assert.equal(humanDuration(ms), text, `humanDuration(${ms})`);
+});
+
+test("cellText shows relative cells against the clock it is given", () => {
+  const now = Date.parse("2026-01-02T03:14:05Z");
+  assert.equal(cellText({ since: "2026-01-02T03:04:05Z" }, now), "10m");
+  assert.equal(cellText({ prefix: "3 (", since: "2026-01-02T03:13:00.5Z", suffix: " ago)" }, now), "3 (64s ago)");
+  assert.equal(cellText({ since: "not a time" }, now), "<invalid>");
+  assert.deepEqual(["x", 0, 2.5, true, null, undefined].map((c) => cellText(c, now)), ["x", "0", "2.5", "true", "", ""]);
 });

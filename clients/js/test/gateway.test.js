@@ -356,3 +356,117 @@ it("rows: a subscription with as Table keeps the rows, keyed as objects, and fol
   assert.deepEqual(events, [`ADDED ${ns}/a snapshot`, "synced", `ADDED ${ns}/b`]);
   assert.deepEqual([...sub.objects.values()].map((r) => `${r.namespace}/${r.name}@${r.resourceVersion}`).sort(), await listState(ns));
 });
+
+// ---- windows --------------------------------------------------------------------
+
+// windowWant is the page the gateway must show: the namespace's
+// configmaps whose name contains filter, by their Data column (the number
+// of keys) in order, ties by name, limit from offset.
+async function windowWant(ns, { order = "asc", filter = "", offset = 0, limit }) {
+  const list = await kube("GET", cms(ns));
+  const rows = list.items.filter((o) => o.metadata.name.includes(filter))
+    .map((o) => ({ name: o.metadata.name, keys: Object.keys(o.data || {}).length }));
+  rows.sort((a, b) => (order === "desc" ? b.keys - a.keys : a.keys - b.keys) || a.name.localeCompare(b.name));
+  return { count: rows.length, names: rows.slice(offset, offset + limit).map((r) => r.name) };
+}
+const windowGot = (win) => ({ count: win.count, names: win.rows.map((r) => r.name) });
+const keys = (n) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, "v"]));
+
+it("window: a sorted, filtered page that follows changes and moves", async (t) => {
+  const ns = await namespace(t);
+  for (let i = 0; i < 8; i++) await createCM(ns, `cm-${i}`, keys(i % 4));
+  await createCM(ns, "other", keys(9));
+  const client = newClient(t);
+  const changes = [];
+  const win = client.window({ resource: "configmaps", namespace: ns, sort: "data", order: "desc", filter: "CM-", limit: 3 }, {
+    change: (e) => changes.push(e),
+  });
+  client.connect();
+  let want = await windowWant(ns, { order: "desc", filter: "cm-", limit: 3 });
+  await until(client, "the first page", () => win.synced, () => JSON.stringify(windowGot(win)));
+  assert.deepEqual(windowGot(win), want);
+  assert.deepEqual([win.sort, win.order, win.offset], ["Data", "desc", 0]);
+  assert.deepEqual(win.columns.map((c) => c.name), ["Name", "Data", "Age"]);
+  assert.ok(win.rows[0].cells[2].since, "Age is not a relative cell");
+  assert.equal(changes[0].first, true);
+  assert.ok(win.cursor, "no cursor in the first frame");
+
+  // A change that moves a row into the page, and one that moves a row out of it.
+  await patchCM(ns, "cm-4", keys(6));
+  await patchCM(ns, "cm-3", { k0: null, k1: null, k2: null });
+  want = await windowWant(ns, { order: "desc", filter: "cm-", limit: 3 });
+  await until(client, "the changes", () => JSON.stringify(windowGot(win)) === JSON.stringify(want), () => JSON.stringify(windowGot(win)));
+  assert.equal(win.rows[0].name, "cm-4");
+  assert.equal(win.rows[0].cells[1], 6);
+
+  // Scrolling: the page moves, and only the window's rows travel.
+  win.move({ offset: 4, limit: 4 });
+  want = await windowWant(ns, { order: "desc", filter: "cm-", offset: 4, limit: 4 });
+  await until(client, "the moved page", () => win.offset === 4 && JSON.stringify(windowGot(win)) === JSON.stringify(want), () => JSON.stringify(windowGot(win)));
+  assert.equal(win.limit, 4);
+  assert.equal(client.stats.resets, 0);
+});
+
+it("window: a reconnect sends it again at its offset, or at its last cursor, with what changed meanwhile", async (t) => {
+  const ns = await namespace(t);
+  for (let i = 0; i < 6; i++) await createCM(ns, `cm-${i}`, keys(i));
+  const client = newClient(t);
+  const byOffset = client.window({ resource: "configmaps", namespace: ns, sort: "Data", limit: 2, offset: 2 });
+  const byCursor = client.window({ resource: "configmaps", namespace: ns, sort: "Data", limit: 2 });
+  const resets = [];
+  byOffset.on("reset", (e) => resets.push(e.reason));
+  client.connect();
+  await until(client, "both windows", () => byOffset.synced && byCursor.synced);
+  assert.deepEqual(windowGot(byOffset).names, ["cm-2", "cm-3"]);
+  // Place the second window by the cursor of its row cm-3.
+  const cursorOf3 = await new Promise((resolve) => {
+    const probe = client.window({ resource: "configmaps", namespace: ns, sort: "Data", limit: 1, offset: 3 }, {
+      change: () => {
+        if (probe.synced && probe.cursor) {
+          probe.close();
+          resolve(probe.cursor);
+        }
+      },
+    });
+  });
+  byCursor.move({ cursor: cursorOf3 });
+  await until(client, "the cursor window", () => byCursor.rows[0]?.name === "cm-3");
+  assert.equal(byCursor.offset, 3);
+  const cursor = byCursor.cursor;
+
+  await drop(client);
+  await createCM(ns, "cm-a", {}); // sorts first: shifts the offset window, not the cursor one
+  await patchCM(ns, "cm-2", keys(10));
+  await reopen(client);
+  await until(client, "both windows again", () => byOffset.synced && byCursor.synced && byCursor.count === 7,
+    () => JSON.stringify([windowGot(byOffset), windowGot(byCursor)]));
+  const subscribes = sockets.at(-1).sent.filter((f) => f.type === "subscribe");
+  assert.deepEqual(subscribes.map((f) => [f.offset, f.cursor, f.resourceVersion]), [[2, undefined, undefined], [undefined, cursor, undefined]]);
+  assert.deepEqual(windowGot(byOffset), await windowWant(ns, { offset: 2, limit: 2 }));
+  assert.deepEqual(windowGot(byCursor).names, ["cm-3", "cm-4"]);
+  assert.equal(byCursor.offset, 3, "cm-a above and cm-2 moved below: cm-3 keeps its rank");
+  assert.deepEqual(resets, ["Resubscribe"]);
+});
+
+it("window: a bad sort is refused with a Status, and a move out of range is an error that keeps the window", async (t) => {
+  const ns = await namespace(t);
+  await createCM(ns, "a");
+  const client = newClient(t);
+  const bad = client.window({ resource: "configmaps", namespace: ns, sort: "nope", limit: 5 });
+  const ended = new Promise((resolve) => bad.on("ended", resolve));
+  const win = client.window({ resource: "configmaps", namespace: ns, limit: 5 });
+  const errors = [];
+  win.on("error", (e) => errors.push(e));
+  client.connect();
+  const e = await ended;
+  assert.deepEqual([e.status.kind, e.status.code, e.status.reason], ["Status", 400, "BadRequest"]);
+  assert.match(e.status.message, /nope/);
+  await until(client, "the window", () => win.synced);
+  win.move({ cursor: "not-a-cursor" });
+  await until(client, "the refused move", () => errors.length === 1);
+  assert.equal(errors[0].final, false);
+  assert.equal(errors[0].frame.request, "window");
+  assert.equal(errors[0].status.code, 400);
+  assert.equal(win.state, "active");
+  assert.deepEqual(windowGot(win), { count: 1, names: ["a"] });
+});

@@ -36,7 +36,8 @@ class StubSocket {
 test("the classes have the members declared", () => {
   const client = new kubegate.KubegateClient("ws://gw.example/ws", { WebSocket: StubSocket });
   const sub = client.subscribe({ resource: "pods" });
-  for (const [name, instance] of [["KubegateClient", client], ["Subscription", sub]]) {
+  const win = client.window({ resource: "pods", limit: 10 });
+  for (const [name, instance] of [["KubegateClient", client], ["Subscription", sub], ["LiveWindow", win]]) {
     const declared = members(name);
     assert.ok(declared.length > 3, `no members parsed for ${name}`);
     for (const m of declared) {

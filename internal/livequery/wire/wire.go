@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -86,6 +87,11 @@ func fieldValue(r *livequery.Row, key string) livequery.Value {
 	}
 	return livequery.String(s)
 }
+
+// issuedQuantity matches the quantities a cursor may hold: at most 40
+// digits and a decimal exponent of at most 3 digits (a float64 cell's
+// range) or a suffix, as resource.Quantity.String writes them.
+var issuedQuantity = regexp.MustCompile(`^-?[0-9]{1,40}(\.[0-9]{1,40})?([eE][+-]?[0-9]{1,3}|[numkMGTPE]|[KMGTPE]i|u)?$`)
 
 // Params are a window's parameters as a client sends them.
 type Params struct {
@@ -233,12 +239,8 @@ func ParseToken(tok string, s livequery.SortSpec) (livequery.Cursor, error) {
 	if len(tok) > MaxCursorLen {
 		return bad("longer than %d bytes", MaxCursorLen)
 	}
-	b, err := base64.RawURLEncoding.DecodeString(tok)
-	if err != nil {
-		return bad("not a cursor this gateway issued")
-	}
-	var t token
-	if err := json.Unmarshal(b, &t); err != nil || t.Name == "" {
+	t, ok := decodeToken(tok)
+	if !ok {
 		return bad("not a cursor this gateway issued")
 	}
 	if t.Key != s.Key || t.Desc != s.Desc {
@@ -257,6 +259,13 @@ func ParseToken(tok string, s livequery.SortSpec) (livequery.Cursor, error) {
 		}
 		c.Value = livequery.Int(i)
 	case "q":
+		// Only quantities the gateway issues: a cell's value, at most a
+		// float64's range. A quantity with a huge exponent parses in
+		// microseconds, but every comparison with it builds a number of
+		// that many digits, under the table's lock.
+		if !issuedQuantity.MatchString(t.Value) {
+			return bad("not a cursor this gateway issued")
+		}
 		q, err := resource.ParseQuantity(t.Value)
 		if err != nil {
 			return bad("not a cursor this gateway issued")
@@ -276,6 +285,29 @@ func ParseToken(tok string, s livequery.SortSpec) (livequery.Cursor, error) {
 	return c, nil
 }
 
+// TokenSort returns the sort a cursor token belongs to, and false for a
+// string that is not a cursor token: for telling a client which sort a
+// token it sent elsewhere continues.
+func TokenSort(tok string) (livequery.SortSpec, bool) {
+	t, ok := decodeToken(tok)
+	if !ok || len(tok) > MaxCursorLen {
+		return livequery.SortSpec{}, false
+	}
+	return livequery.SortSpec{Key: t.Key, Desc: t.Desc}, true
+}
+
+func decodeToken(tok string) (token, bool) {
+	var t token
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return t, false
+	}
+	if err := json.Unmarshal(b, &t); err != nil || t.Name == "" {
+		return t, false
+	}
+	return t, true
+}
+
 func sortName(t token) string {
 	if t.Desc {
 		return t.Key + " descending"
@@ -283,11 +315,20 @@ func sortName(t token) string {
 	return t.Key + " ascending"
 }
 
+// schemaTimeout bounds the wait for the CRDs' cache when a table's
+// columns are read.
+const schemaTimeout = 30 * time.Second
+
 // NewTables returns the live tables of the resources mgr serves, each
 // with the columns of the printer that serves its rows (rows.ForResource).
 func NewTables(mgr *informer.Manager, log *zap.Logger) *feed.Tables {
 	return feed.New(feed.Options{
 		Schema: func(ctx context.Context, info *informer.ResourceInfo) feed.Schema {
+			// The table outlives the request that creates it: a client
+			// leaving mid-subscribe must not leave it with generic
+			// columns for its whole life.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), schemaTimeout)
+			defer cancel()
 			return Schema(info, rows.ForResource(ctx, mgr, info))
 		},
 		Logger: log,

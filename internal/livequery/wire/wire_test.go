@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"strings"
 	"testing"
@@ -75,6 +76,9 @@ func TestTokenRoundTrip(t *testing.T) {
 		if err != nil || livequery.Compare(got.Value, v) != 0 || got.Value.Kind() != v.Kind() || got.Namespace != "ns" || got.Name != "web-1" {
 			t.Errorf("%v: round trip gave %+v, %v", v, got, err)
 		}
+		if got, ok := TokenSort(tok); !ok || got != s {
+			t.Errorf("%v: TokenSort gave %+v, %v; want %+v", v, got, ok, s)
+		}
 		if _, err := ParseToken(tok, livequery.SortSpec{Key: "Restarts"}); err == nil ||
 			!strings.Contains(err.Error(), "belongs to another sort (Restarts descending)") {
 			t.Errorf("%v: a token of another order: %v", v, err)
@@ -82,6 +86,11 @@ func TestTokenRoundTrip(t *testing.T) {
 	}
 	if _, err := ParseToken(strings.Repeat("a", MaxCursorLen+1), s); err == nil {
 		t.Error("an over-long token was accepted")
+	}
+	for _, tok := range []string{"", "%%%", "e30", strings.Repeat("a", MaxCursorLen+1)} { // "e30" is {}
+		if got, ok := TokenSort(tok); ok {
+			t.Errorf("TokenSort(%q) = %+v, want no token", tok, got)
+		}
 	}
 }
 
@@ -104,9 +113,31 @@ func FuzzParseToken(f *testing.F) {
 			}
 			return
 		}
+		// Comparing the value costs what a cell's would: it holds no
+		// more digits than a float64 (see TestTokenRefusesCostlyQuantities).
+		_ = livequery.Compare(c.Value, livequery.Int(0))
 		again, err := ParseToken(Token(s, c), s)
 		if err != nil || livequery.Compare(again.Value, c.Value) != 0 || again.Namespace != c.Namespace || again.Name != c.Name {
 			t.Fatalf("%q: %+v re-encoded gave %+v, %v", tok, c, again, err)
 		}
 	})
+}
+
+// TestTokenRefusesCostlyQuantities: a quantity with a huge exponent
+// parses at once but costs a number of that many digits per comparison,
+// under the table's lock; tokens carry only what a cell can hold.
+func TestTokenRefusesCostlyQuantities(t *testing.T) {
+	s := livequery.SortSpec{Key: "k"}
+	for _, v := range []string{"1e2000000000", "1e-1000000", "1e1000", "1" + strings.Repeat("0", 41), "1Ki2", "0x10", "1.5.5"} {
+		tok := base64.RawURLEncoding.EncodeToString([]byte(`{"k":"k","t":"q","v":"` + v + `","n":"x"}`))
+		if c, err := ParseToken(tok, s); err == nil {
+			t.Errorf("quantity %q accepted as %v", v, c.Value)
+		}
+	}
+	for _, v := range []string{"1500m", "2Gi", "1u", "-1.25e308", "4.9e-324", "12345"} {
+		tok := base64.RawURLEncoding.EncodeToString([]byte(`{"k":"k","t":"q","v":"` + v + `","n":"x"}`))
+		if _, err := ParseToken(tok, s); err != nil {
+			t.Errorf("quantity %q refused: %v", v, err)
+		}
+	}
 }
