@@ -34,9 +34,10 @@ import (
 //
 //   - new table: the first window on Pods, which waits for the gateway to
 //     build the table (a row per Pod from the printer), then sorts it;
-//   - new sort order: no window uses the sort (Restarts, descending), so
-//     the window builds its index (a sort of every row) and is then
-//     unsubscribed, which drops it again;
+//   - new sort order: no window uses the sort, nor did lately, so the
+//     window builds its index (a sort of every row). The case cycles
+//     through newSortOrders, more than the idle views a table keeps, so
+//     each has been dropped by the time it comes round again;
 //   - the headline case, "first 50 rows": another window keeps the sort
 //     order, and the new window shows rows no window showed before (from
 //     the middle of the order, 50 further each time), so each row is
@@ -113,6 +114,16 @@ func nameWindow(id string, offset int) windowSubscribe {
 
 func restartsWindow(id string, offset int) windowSubscribe {
 	return windowSubscribe{Type: "subscribe", ID: id, Resource: "pods", Sort: "Restarts", Order: "desc", Limit: windowLimit, Offset: offset}
+}
+
+// newSortOrders are the sort orders of the new-sort-order case: six of
+// the pod columns, both ways. A table keeps the views of its last 8
+// closed windows (livequery.Options.IdleViews) up to date, so that a
+// window reopened alike finds its sort built; cycling through 12, each
+// has been dropped by the time it comes round again.
+var newSortOrders = []struct{ sort, order string }{
+	{"Restarts", "desc"}, {"Age", "asc"}, {"Status", "asc"}, {"Ready", "desc"}, {"Node", "asc"}, {"IP", "asc"},
+	{"Restarts", "asc"}, {"Age", "desc"}, {"Status", "desc"}, {"Ready", "asc"}, {"Node", "desc"}, {"IP", "desc"},
 }
 
 // serverFrame is a gateway frame as the windows scenario reads it: only
@@ -622,7 +633,8 @@ func windowsAt(ctx context.Context, env *Env, z Sizes, n int, log io.Writer) ([]
 		}}
 	}
 	newSort, err := runTimed(ctx, first("first window, new sort order", func(rep int) windowSubscribe {
-		return restartsWindow(fmt.Sprintf("sort-%d", rep), 0)
+		o := newSortOrders[rep%len(newSortOrders)]
+		return windowSubscribe{Type: "subscribe", ID: fmt.Sprintf("sort-%d", rep), Resource: "pods", Sort: o.sort, Order: o.order, Limit: windowLimit}
 	}), z.WindowOpens)
 	if err != nil {
 		return figs, err
