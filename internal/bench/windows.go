@@ -53,8 +53,8 @@ import (
 // gzip (see the rest scenario). Each case and arm runs WindowOpens times,
 // or at least 3 times and until 10s have passed.
 //
-// Windows under updates. Windows open at once (one per socket), each of
-// 50 rows of Pods sorted by name (so Pod j is at rank j), window i at
+// Windows under updates. Sizes.Windows windows open at once (one per
+// socket), each of 50 rows of Pods sorted by name (so Pod j is at rank j), window i at
 // offset 10·i modulo the first 10,000 ranks: each of those Pods past the
 // first 40 is in 5 of 1,000 windows. The updater patches an annotation of
 // Pods 50 to 9,999 round-robin at WindowRate for Duration, so every
@@ -129,13 +129,13 @@ var newSortOrders = []struct{ sort, order string }{
 // serverFrame is a gateway frame as the windows scenario reads it: only
 // the fields it needs, rows reduced to their names and versions.
 type serverFrame struct {
-	Type    string        `json:"type"`
-	ID      string        `json:"id"`
-	Request string        `json:"request"`
-	RV      string        `json:"rv"`
-	Events  []serverFrame `json:"events"`
-	Ops     []windowOp    `json:"ops"`
-	Status  *metav1.Status
+	Type    string         `json:"type"`
+	ID      string         `json:"id"`
+	Request string         `json:"request"`
+	RV      string         `json:"rv"`
+	Events  []serverFrame  `json:"events"`
+	Ops     []windowOp     `json:"ops"`
+	Status  *metav1.Status `json:"status"`
 }
 
 type windowOp struct {
@@ -154,7 +154,8 @@ type windowRow struct {
 	ResourceVersion string `json:"resourceVersion"`
 }
 
-// frames returns the frames of a message: the message, or a batch's.
+// parseFrames returns the frames of a message: the message, or a
+// batch's.
 func parseFrames(msg []byte) ([]serverFrame, error) {
 	var f serverFrame
 	if err := json.Unmarshal(msg, &f); err != nil {
