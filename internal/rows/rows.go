@@ -200,9 +200,29 @@ type encodedRow struct {
 	Conditions      []metav1.TableRowCondition `json:"conditions,omitempty"`
 }
 
+// RowEncoded returns o's row and its encoding (Encoded), computing the
+// row once when the encoding is not cached yet: the caller that sees an
+// object version first (a live table's feeder) pays for one decode of
+// the object, and later readers of the encoding none. When the encoding
+// was cached already, the row is computed again.
+func (p *Printer) RowEncoded(o *informer.Object) (*Row, []byte) {
+	var r *Row
+	b := o.Derive(p, func(o *informer.Object) any {
+		r = p.Row(o)
+		return p.encodeRow(o, r)
+	}).([]byte)
+	if r == nil {
+		r = p.Row(o)
+	}
+	return r, b
+}
+
 func (p *Printer) encode(o *informer.Object) any {
+	return p.encodeRow(o, p.Row(o))
+}
+
+func (p *Printer) encodeRow(o *informer.Object, r *Row) []byte {
 	p.encodes.Add(1)
-	r := p.Row(o)
 	b, err := marshal(encodedRow{Name: o.Name, Namespace: o.Namespace, ResourceVersion: o.ResourceVersion,
 		UID: string(o.UID), Cells: r.Cells, Conditions: r.Conditions})
 	if err != nil {

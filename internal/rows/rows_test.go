@@ -1,6 +1,7 @@
 package rows
 
 import (
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"slices"
@@ -273,5 +274,27 @@ func TestRowIsSmall(t *testing.T) {
 		float64(len(o.Raw))/float64(len(row)), row)
 	if len(row)*8 > len(o.Raw) {
 		t.Errorf("row of %d bytes for an object of %d", len(row), len(o.Raw))
+	}
+}
+
+// TestRowEncodedComputesOnce: the first reader of an object version gets
+// its row and caches its encoding from one computation; readers of the
+// encoding after it compute nothing.
+func TestRowEncodedComputesOnce(t *testing.T) {
+	info := informer.NewResourceInfo(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, true)
+	p := ForResource(context.Background(), nil, info) // built-in: no Manager needed
+	raw := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n","resourceVersion":"5","uid":"u"},"data":{"k":"v"}}`
+	o := &informer.Object{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "n", ResourceVersion: "5", UID: "u"}, Raw: []byte(raw)}
+	before := p.Encodes()
+	r, b := p.RowEncoded(o)
+	if len(r.Cells) != 3 || string(b) != string(p.Encoded(o)) {
+		t.Fatalf("row %v, encoding %s; Encoded %s", r.Cells, b, p.Encoded(o))
+	}
+	if n := p.Encodes() - before; n != 1 {
+		t.Errorf("%d encodings for one object version, want 1", n)
+	}
+	r2, b2 := p.RowEncoded(o) // cached: the row is computed again, the encoding not
+	if len(r2.Cells) != 3 || &b2[0] != &b[0] || p.Encodes()-before != 1 {
+		t.Errorf("a second RowEncoded encoded again (%d) or returned other bytes", p.Encodes()-before)
 	}
 }

@@ -62,7 +62,9 @@ func Schema(info *informer.ResourceInfo, p *rows.Printer) feed.Schema {
 			},
 		},
 		Row: func(o *informer.Object) (*livequery.Row, error) {
-			pr := p.Row(o)
+			// Encoded now, with the row, so that windows showing this
+			// version send the cached bytes without decoding it again.
+			pr, _ := p.RowEncoded(o)
 			cells := make([]livequery.Value, len(pr.Cells))
 			for i := range pr.Cells {
 				cells[i] = pr.Cells[i].Typed
