@@ -106,7 +106,7 @@ type Options struct {
 	// watchWriter, if set, wraps each watch's ResponseWriter (test hook).
 	watchWriter func(http.ResponseWriter) http.ResponseWriter
 	// wholeSortedWindow is the rows per window of a sorted list read
-	// whole (test hook). Default: maxSortedLimit.
+	// whole (test hook). Default: wire.MaxLimit.
 	wholeSortedWindow int
 	// wholeSortedRead, if set, is called once each window of a sorted
 	// list read whole has been read, with its index (test hook).
@@ -154,7 +154,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Clock = clock.RealClock{}
 	}
 	if o.wholeSortedWindow <= 0 {
-		o.wholeSortedWindow = maxSortedLimit
+		o.wholeSortedWindow = wire.MaxLimit
 	}
 	return o, nil
 }
@@ -380,16 +380,7 @@ func (l serverLog) Write(p []byte) (int, error) {
 // it serves, and stop once the last request has ended.
 func (s *Server) Start(ctx context.Context) error {
 	if s.ownTables {
-		tctx, stop := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			_ = s.opts.Tables.Start(tctx)
-		}()
-		defer func() {
-			stop()
-			<-done
-		}()
+		defer s.opts.Tables.Run()()
 	}
 	srv := &http.Server{
 		Handler:           s.handler,

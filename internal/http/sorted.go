@@ -20,17 +20,6 @@ import (
 	"kubegate/internal/rows"
 )
 
-// Bounds of sorted lists, as docs/rest.md states them: the live table's
-// bounds of a window (livequery's default Options).
-const (
-	// maxSortedLimit bounds a sorted list's page.
-	maxSortedLimit = 1000
-	// maxSortedFilter bounds the text filter, in bytes.
-	maxSortedFilter = 256
-	// maxSortLen bounds sort: a column name or a field path.
-	maxSortLen = 253
-)
-
 // sortedListParams are the query parameters whose presence makes a list
 // a sorted list.
 var sortedListParams = []string{"sort", "order", "filter"}
@@ -57,23 +46,23 @@ func sortedWatch() error {
 // continue names (or at the top), with limit rows; its continue token is
 // the cursor just past its last row, so the next page starts at whatever
 // sorts after that row when it is read. Without limit, the whole list is
-// read in windows of maxSortedLimit rows the same way.
+// read in windows of wire.MaxLimit rows the same way.
 func (s *Server) serveSortedList(w http.ResponseWriter, r *http.Request, rq apiRequest, res *informer.Resource, p listParams) {
 	q := r.URL.Query()
 	switch {
-	case p.limit > maxSortedLimit:
+	case p.limit > wire.MaxLimit:
 		s.writeError(w, r, badRequestError("invalid limit %d: a sorted list (sort, order or filter) pages at most %d items; "+
-			"leave limit out for the whole list", p.limit, maxSortedLimit))
+			"leave limit out for the whole list", p.limit, wire.MaxLimit))
 		return
 	case p.rvMatch == string(metav1.ResourceVersionMatchExact):
 		s.writeError(w, r, badRequestError("resourceVersionMatch=Exact cannot be combined with sort, order or filter: "+
 			"a sorted list is read from the live table at its latest version"))
 		return
-	case len(q.Get("filter")) > maxSortedFilter:
-		s.writeError(w, r, badRequestError("invalid filter: longer than %d bytes", maxSortedFilter))
+	case len(q.Get("filter")) > wire.MaxText:
+		s.writeError(w, r, badRequestError("invalid filter: longer than %d bytes", wire.MaxText))
 		return
-	case len(q.Get("sort")) > maxSortLen:
-		s.writeError(w, r, badRequestError("invalid sort: longer than %d bytes", maxSortLen))
+	case len(q.Get("sort")) > wire.MaxSortLen:
+		s.writeError(w, r, badRequestError("invalid sort: longer than %d bytes", wire.MaxSortLen))
 		return
 	}
 	ctx := r.Context()
@@ -84,11 +73,7 @@ func (s *Server) serveSortedList(w http.ResponseWriter, r *http.Request, rq apiR
 		s.writeError(w, r, err)
 		return
 	}
-	query := livequery.Query{Sort: spec.Sort, Filter: livequery.Filter{
-		Namespaces: p.filter.Namespaces, Label: p.filter.Label, Field: p.filter.Field, Text: spec.Text}}
-	if rq.namespace != "" {
-		query.Filter.Namespaces = sets.New(rq.namespace)
-	}
+	query := livequery.Query{Sort: spec.Sort, Filter: wire.Filter(p.filter, spec.Text)}
 	if p.cont != "" {
 		c, err := parseSortedContinue(p.cont, spec.Sort, cols)
 		if err != nil {
@@ -149,7 +134,7 @@ func (s *Server) readSortedPage(ctx context.Context, res *informer.Resource, q l
 }
 
 // readSortedList reads every row from q's cursor on, in windows of
-// maxSortedLimit rows (Options.wholeSortedWindow), each opened just past
+// wire.MaxLimit rows (Options.wholeSortedWindow), each opened just past
 // the last row of the one before. Each window is closed only once the next is open, so that
 // they share one sorted view instead of building it again. An object
 // whose sort key changed while the list was read may be met twice: it

@@ -324,12 +324,16 @@ const (
 )
 
 func encodeAck(id, request string, info *informer.ResourceInfo, namespaces []string, cols []rows.Column) []byte {
+	return mustJSON(newAck(id, request, info, namespaces, cols))
+}
+
+func newAck(id, request string, info *informer.ResourceInfo, namespaces []string, cols []rows.Column) ackFrame {
 	f := ackFrame{Type: "ack", ID: id, Request: request, Namespaces: namespaces, Columns: cols}
 	if info != nil {
 		f.Resource = &resourceRef{Group: info.GVR.Group, Version: info.GVR.Version, Resource: info.GVR.Resource,
 			Kind: info.GVK.Kind, Namespaced: info.Namespaced}
 	}
-	return mustJSON(f)
+	return f
 }
 
 func encodeError(id, request string, ended bool, st *metav1.Status) []byte {

@@ -141,7 +141,7 @@ func (s *socket) restartWindow(sub *subscription, dec auth.Decision) {
 		s.end(sub, apistatus.FromError(err))
 		return
 	}
-	win.first = windowResetReauthorized
+	win.first = resetReauthorized
 	s.mu.Lock()
 	if s.subs[sub.id] != sub {
 		s.mu.Unlock()

@@ -240,16 +240,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.ownTables {
 		// The tables outlive the sockets, so that no window ends with the
 		// tables' stop before its socket has closed.
-		tctx, stop := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			_ = s.opts.Tables.Start(tctx)
-		}()
-		defer func() {
-			stop()
-			<-done
-		}()
+		defer s.opts.Tables.Run()()
 	}
 	<-ctx.Done()
 	s.mu.Lock()

@@ -10,10 +10,7 @@ import (
 	"strconv"
 	"sync/atomic"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
 
 	"kubegate/internal/apistatus"
 	"kubegate/internal/auth"
@@ -22,18 +19,6 @@ import (
 	"kubegate/internal/livequery/feed"
 	"kubegate/internal/livequery/wire"
 	"kubegate/internal/rows"
-)
-
-// Window bounds, as docs/protocol.md states them.
-const (
-	maxWindowLimit = 1000 // livequery's default Options.MaxLimit
-	maxWindowText  = 256  // livequery's default Options.MaxTextLen
-)
-
-// Window op reset reasons (besides a move's, which has none).
-const (
-	windowResetOverflow     = resetOverflow
-	windowResetReauthorized = resetReauthorized
 )
 
 // window is an active window subscription's live window.
@@ -63,10 +48,13 @@ type windowMove struct {
 // a window subscription when "limit" is set, and are refused otherwise.
 func validWindow(f *clientFrame) error {
 	if f.Limit == nil {
-		for name, set := range map[string]bool{"sort": f.Sort != "", "order": f.Order != "", "filter": f.Filter != "",
-			"offset": f.Offset != nil, "cursor": f.Cursor != ""} {
-			if set {
-				return badRequest(f, `invalid subscribe frame: %q applies to windows only; set "limit" to subscribe to a window`, name)
+		fields := []struct {
+			name string
+			set  bool
+		}{{"sort", f.Sort != ""}, {"order", f.Order != ""}, {"filter", f.Filter != ""}, {"offset", f.Offset != nil}, {"cursor", f.Cursor != ""}}
+		for _, fl := range fields {
+			if fl.set { // the first in this order, so the answer does not vary
+				return badRequest(f, `invalid subscribe frame: %q applies to windows only; set "limit" to subscribe to a window`, fl.name)
 			}
 		}
 		return nil
@@ -84,11 +72,11 @@ func validWindow(f *clientFrame) error {
 	default:
 		return badRequest(f, `invalid subscribe frame: "order" %q is neither "asc" nor "desc"`, truncate(f.Order, 64))
 	}
-	if len(f.Filter) > maxWindowText {
-		return badRequest(f, `invalid subscribe frame: "filter" is longer than %d bytes`, maxWindowText)
+	if len(f.Filter) > wire.MaxText {
+		return badRequest(f, `invalid subscribe frame: "filter" is longer than %d bytes`, wire.MaxText)
 	}
-	if len(f.Sort) > 253 {
-		return badRequest(f, `invalid subscribe frame: "sort" is longer than 253 bytes`)
+	if len(f.Sort) > wire.MaxSortLen {
+		return badRequest(f, `invalid subscribe frame: "sort" is longer than %d bytes`, wire.MaxSortLen)
 	}
 	return validRange(f)
 }
@@ -97,8 +85,8 @@ func validWindow(f *clientFrame) error {
 // frame.
 func validRange(f *clientFrame) error {
 	switch {
-	case f.Limit != nil && (*f.Limit < 1 || *f.Limit > maxWindowLimit):
-		return badRequest(f, `invalid %s frame: "limit" %d is not between 1 and %d`, f.Type, *f.Limit, maxWindowLimit)
+	case f.Limit != nil && (*f.Limit < 1 || *f.Limit > wire.MaxLimit):
+		return badRequest(f, `invalid %s frame: "limit" %d is not between 1 and %d`, f.Type, *f.Limit, wire.MaxLimit)
 	case f.Offset != nil && *f.Offset < 0:
 		return badRequest(f, `invalid %s frame: "offset" %d is negative`, f.Type, *f.Offset)
 	case f.Offset != nil && f.Cursor != "":
@@ -125,13 +113,8 @@ func (s *socket) openWindow(ctx context.Context, res *informer.Resource, filter 
 	if rng != nil {
 		spec.Range = *rng
 	}
-	lf := livequery.Filter{Label: filter.Label, Field: filter.Field, Text: spec.Text}
-	switch {
-	case filter.Namespace != "":
-		lf.Namespaces = sets.New(filter.Namespace)
-	case dec.Namespaces != nil:
-		lf.Namespaces = dec.Namespaces
-	}
+	filter.Namespaces = dec.Namespaces
+	lf := wire.Filter(filter, spec.Text)
 	win := &window{spec: spec, rng: spec.Range}
 	win.woken.Store(true)
 	fw, err := s.opts.Tables.Open(ctx, res, livequery.Query{Sort: spec.Sort, Filter: lf, Range: spec.Range,
@@ -239,7 +222,7 @@ func (s *socket) flushWindow(sub *subscription) error {
 		return nil
 	}
 	if err := win.w.Err(); err != nil {
-		return s.windowGone(sub, err)
+		return s.resourceGone(sub, err)
 	}
 	return nil
 }
@@ -260,22 +243,6 @@ func (s *socket) windowRange(win *window, mv *windowMove) (livequery.Range, erro
 		rng.Cursor = &c
 	}
 	return rng, nil
-}
-
-// windowGone ends a window subscription whose table ended (its resource
-// is no longer served, or the gateway stops), from within the flush.
-func (s *socket) windowGone(sub *subscription, cause error) error {
-	s.mu.Lock()
-	if s.subs[sub.id] != sub {
-		s.mu.Unlock()
-		return nil
-	}
-	delete(s.subs, sub.id)
-	s.mu.Unlock()
-	st := apistatus.FromError(cause)
-	s.countEnded(sub, st)
-	s.log(zapcore.InfoLevel, "window ended", zap.String("id", sub.id), zap.String("message", st.Message))
-	return s.add(encodeError(sub.id, "", true, st))
 }
 
 // Pieces of WINDOW frames.
@@ -315,7 +282,7 @@ func (s *socket) appendWindow(buf []byte, sub *subscription, win *window, rv uin
 		}
 		r := ""
 		if op.Type == livequery.OpReset {
-			r = windowResetOverflow
+			r = resetOverflow
 			s.srv.metrics.resets.WithLabelValues(r).Inc()
 		}
 		buf = appendOp(buf, win, op, r)
@@ -385,14 +352,10 @@ func appendOp(buf []byte, win *window, op livequery.Op, reason string) []byte {
 
 // windowAck is the ack of a window subscription.
 func windowAck(sub *subscription) []byte {
-	order := "asc"
+	f := newAck(sub.id, typeSubscribe, sub.info, sortedNamespaces(sub.decision), sub.win.rows.Columns())
+	f.Sort, f.Order = sub.win.spec.Sort.Key, "asc"
 	if sub.req.Order == "desc" {
-		order = "desc"
+		f.Order = "desc"
 	}
-	f := ackFrame{Type: "ack", ID: sub.id, Request: typeSubscribe, Namespaces: sortedNamespaces(sub.decision),
-		Columns: sub.win.rows.Columns(), Sort: sub.win.spec.Sort.Key, Order: order}
-	info := sub.info
-	f.Resource = &resourceRef{Group: info.GVR.Group, Version: info.GVR.Version, Resource: info.GVR.Resource,
-		Kind: info.GVK.Kind, Namespaced: info.Namespaced}
 	return mustJSON(f)
 }

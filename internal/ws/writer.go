@@ -275,7 +275,7 @@ const popChunk = sink.Chunk
 // called during a flush only).
 func (s *socket) Encode(sub *subscription, n *informer.Notification) error {
 	if n.Type == informer.Ended {
-		return s.resourceGone(sub)
+		return s.resourceGone(sub, sub.l.Err())
 	}
 	field, body := eventBody(n, sub.rows)
 	if err := s.makeRoom(eventLen(sub.qid, n, field, body)); err != nil {
@@ -286,12 +286,13 @@ func (s *socket) Encode(sub *subscription, n *informer.Notification) error {
 	return nil
 }
 
-// resourceGone ends sub, whose listener ended because its resource is
-// no longer served (informer.Ended, its last notification), as end ends
-// a revoked one, but from within the flush: its error frame, marked
-// ended, follows the events already in the batch. A subscription unsubscribed or replaced meanwhile gets
-// nothing more.
-func (s *socket) resourceGone(sub *subscription) error {
+// resourceGone ends sub, whose listener or window ended because of
+// cause (its resource is no longer served: informer.Ended, its last
+// notification, or its live table ended), as end ends a revoked one,
+// but from within the flush: its error frame, marked ended, follows the
+// frames already in the batch. A subscription unsubscribed or replaced
+// meanwhile gets nothing more.
+func (s *socket) resourceGone(sub *subscription, cause error) error {
 	s.mu.Lock()
 	if s.subs[sub.id] != sub {
 		s.mu.Unlock()
@@ -299,7 +300,7 @@ func (s *socket) resourceGone(sub *subscription) error {
 	}
 	delete(s.subs, sub.id)
 	s.mu.Unlock()
-	st := apistatus.FromError(sub.l.Err())
+	st := apistatus.FromError(cause)
 	s.countEnded(sub, st)
 	s.log(zapcore.InfoLevel, "subscription ended: its resource is no longer served", zap.String("id", sub.id), zap.String("message", st.Message))
 	return s.add(encodeError(sub.id, "", true, st))

@@ -144,6 +144,22 @@ func (ts *Tables) Start(ctx context.Context) error {
 	return nil
 }
 
+// Run runs Start in a goroutine, for an owner that stops the tables
+// when it stops itself: the function it returns stops them and returns
+// once they have.
+func (ts *Tables) Run() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = ts.Start(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 // Window is a livequery.Window on a resource's table. Close releases the
 // table: the last Close of a resource's windows starts its idle grace.
 type Window struct {

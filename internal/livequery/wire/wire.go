@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"kubegate/internal/informer"
 	"kubegate/internal/livequery"
@@ -36,8 +37,26 @@ const (
 // name (the tiebreak), the order kube-apiserver lists in.
 const DefaultSort = SortNamespace
 
-// MaxCursorLen bounds a cursor token.
-const MaxCursorLen = 1024
+// Bounds of a window's parameters, as docs/protocol.md and docs/rest.md
+// state them: the live table's default bounds (livequery.Options), and
+// a sort key as long as a field path may be.
+const (
+	MaxLimit     = 1000 // livequery's default Options.MaxLimit
+	MaxText      = 256  // livequery's default Options.MaxTextLen
+	MaxSortLen   = 253
+	MaxCursorLen = 1024 // a cursor token
+)
+
+// Filter returns the table filter of a window or sorted list: f's
+// namespace (a one-namespace set), or else f's namespaces (those
+// authorization allows, nil for all), its selectors, and text.
+func Filter(f informer.Filter, text string) livequery.Filter {
+	lf := livequery.Filter{Namespaces: f.Namespaces, Label: f.Label, Field: f.Field, Text: text}
+	if f.Namespace != "" {
+		lf.Namespaces = sets.New(f.Namespace)
+	}
+	return lf
+}
 
 // Schema returns the live table schema of a resource whose rows p
 // prints: one column per printer column, holding each cell's typed
