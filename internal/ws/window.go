@@ -298,11 +298,14 @@ func (s *socket) appendWindow(buf []byte, sub *subscription, win *window, rv uin
 	return append(buf, "]}"...)
 }
 
-// firstRowMayChange reports whether ops may change which row is first.
+// firstRowMayChange reports whether ops may change which row is first:
+// only an edit at position 0 can (a count alone, the commonest frame of
+// a window that many changes touch, cannot), so the cursor is computed
+// only then.
 func firstRowMayChange(ops []livequery.Op) bool {
 	for _, op := range ops {
 		switch op.Type {
-		case livequery.OpReset, livequery.OpCount:
+		case livequery.OpReset:
 			return true
 		case livequery.OpInsert, livequery.OpRemove:
 			if op.Pos == 0 {
