@@ -68,7 +68,7 @@ fuzz: ## Run every go test -fuzz target for FUZZTIME (default 10s) each
 	FUZZTIME=$(FUZZTIME) GO=$(GO) hack/fuzz.sh
 
 .PHONY: test-short
-test-short: ## Unit tests only (no control plane)
+test-short: ## Unit tests only: no etcd or kube-apiserver starts (integration tests skip)
 	$(GO) test -race -short $(TESTFLAGS) ./...
 
 .PHONY: vet

@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -104,14 +103,6 @@ func grantPodReader(t *testing.T, ns, user string) string {
 		}
 	})
 	return rb.Name
-}
-
-// eventually polls cond until it holds or 30s pass.
-func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, cond); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
 }
 
 func TestIntegrationTokenReview(t *testing.T) {
@@ -218,9 +209,10 @@ func TestIntegrationTokenReview(t *testing.T) {
 		}
 		// The apiserver keeps authenticated tokens in a cache of its own
 		// (10s), so the refusal comes only after that.
-		eventually(t, "token refused", func(ctx context.Context) (bool, error) {
+		testenv.Eventually(t, "token refused", func() bool {
+			ctx := t.Context()
 			_, err := uncached.AuthenticateToken(ctx, tr.Status.Token)
-			return isCode(err, http.StatusUnauthorized), nil
+			return isCode(err, http.StatusUnauthorized)
 		})
 	})
 }
@@ -278,10 +270,11 @@ func TestIntegrationRBAC(t *testing.T) {
 
 	t.Run("cluster-wide list is narrowed to her namespace", func(t *testing.T) {
 		var last Decision
-		eventually(t, "decision {"+nsA+"}", func(ctx context.Context) (bool, error) {
+		testenv.Eventually(t, "decision {"+nsA+"}", func() bool {
+			ctx := t.Context()
 			d, err := a.Authorize(ctx, alice, Request{Verb: "list", Resource: podsGVR, Namespaced: true})
 			last = d
-			return err == nil && d.Equal(Decision{Namespaces: sets.New(nsA)}), nil
+			return err == nil && d.Equal(Decision{Namespaces: sets.New(nsA)})
 		})
 		if last.Namespaces.Has(nsB) {
 			t.Fatal("nsB allowed")
@@ -342,20 +335,22 @@ func TestIntegrationRevocation(t *testing.T) {
 	bob := &User{Name: "bob", UID: "bob", Groups: []string{"system:authenticated"}}
 	get := Request{Verb: "get", Resource: podsGVR, Namespaced: true, Namespace: ns, Name: "p"}
 	list := Request{Verb: "list", Resource: podsGVR, Namespaced: true}
-	eventually(t, "bob allowed", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "bob allowed", func() bool {
+		ctx := t.Context()
 		_, gerr := a.Authorize(ctx, bob, get)
 		d, lerr := a.Authorize(ctx, bob, list)
-		return gerr == nil && lerr == nil && d.Namespaces.Has(ns), nil
+		return gerr == nil && lerr == nil && d.Namespaces.Has(ns)
 	})
 
 	revoked := time.Now()
 	if err := env.Client.RbacV1().RoleBindings(ns).Delete(t.Context(), rb, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "bob denied", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "bob denied", func() bool {
+		ctx := t.Context()
 		_, gerr := a.Authorize(ctx, bob, get)
 		_, lerr := a.Authorize(ctx, bob, list)
-		return isCode(gerr, http.StatusForbidden) && isCode(lerr, http.StatusForbidden), nil
+		return isCode(gerr, http.StatusForbidden) && isCode(lerr, http.StatusForbidden)
 	})
 	// The apiserver's RBAC authorizer follows RoleBindings through an
 	// informer; allow it a second on a busy machine.

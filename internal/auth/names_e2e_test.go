@@ -20,7 +20,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -100,11 +99,12 @@ func TestEndToEndResourceNames(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	poll(t, "RBAC to allow watching cm-1", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "RBAC to allow watching cm-1", func() bool {
+		ctx := t.Context()
 		rev, err := env.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
 			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{
 				Namespace: ns, Verb: "watch", Resource: "configmaps", Name: "cm-1"}}}, metav1.CreateOptions{})
-		return err == nil && rev.Status.Allowed, nil
+		return err == nil && rev.Status.Allowed
 	})
 	tr, err := env.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
 	if err != nil {
@@ -211,8 +211,8 @@ func TestEndToEndResourceNames(t *testing.T) {
 	// stream's re-checks, each after the last one's verdict was acted on.
 	rechecked := func(from int) {
 		t.Helper()
-		poll(t, "two re-checks of the watch of cm-1 to be allowed", func(context.Context) (bool, error) {
-			return counter.count(watchCM1) >= from+2, nil
+		testenv.Eventually(t, "two re-checks of the watch of cm-1 to be allowed", func() bool {
+			return counter.count(watchCM1) >= from+2
 		})
 	}
 	update := func(name, value string) {
@@ -256,9 +256,9 @@ func TestEndToEndResourceNames(t *testing.T) {
 		}
 		// Its re-checks must not count for the subscription's below.
 		w.Stop()
-		poll(t, "the gateway to end the watch", func(context.Context) (bool, error) {
+		testenv.Eventually(t, "the gateway to end the watch", func() bool {
 			_, body := get(http.DefaultClient, g.base, "/metrics")
-			return strings.Contains(string(body), `kubegate_rest_watches{resource="configmaps"} 0`), nil
+			return strings.Contains(string(body), `kubegate_rest_watches{resource="configmaps"} 0`)
 		})
 	})
 
@@ -300,14 +300,6 @@ func TestEndToEndResourceNames(t *testing.T) {
 			t.Fatalf("got %+v, want MODIFIED cm-1", f)
 		}
 	})
-}
-
-// poll waits until cond holds, failing the test after 30s.
-func poll(t *testing.T, what string, cond wait.ConditionWithContextFunc) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }
 
 func objectName(t *testing.T, raw json.RawMessage) string {

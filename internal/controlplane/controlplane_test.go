@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"kubegate/internal/controlplane"
+	"kubegate/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -48,6 +49,7 @@ func newClient(t *testing.T, cfg *rest.Config) kubernetes.Interface {
 }
 
 func TestControlPlane(t *testing.T) {
+	testenv.SkipShort(t)
 	ctx := t.Context()
 	cp, err := controlplane.Start(ctx, controlplane.Options{
 		Users: []controlplane.User{{Name: "alice", Groups: []string{"devs", "qa"}}},
@@ -188,6 +190,7 @@ func TestControlPlane(t *testing.T) {
 // TestDetach starts a control plane whose processes would survive this
 // test binary, then stops it through Load as hack/devcluster does.
 func TestDetach(t *testing.T) {
+	testenv.SkipShort(t)
 	ctx := t.Context()
 	dir := t.TempDir()
 	cp, err := controlplane.Start(ctx, controlplane.Options{DataDir: dir, Detach: true})
@@ -269,6 +272,7 @@ func TestStartErrors(t *testing.T) {
 // TestStartFailureShowsOutput checks that a process dying at startup is
 // reported with its own words.
 func TestStartFailureShowsOutput(t *testing.T) {
+	testenv.SkipShort(t)
 	cp, err := controlplane.Start(t.Context(), controlplane.Options{
 		ExtraAPIServerFlags: map[string]string{"--no-such-flag": "1"},
 	})

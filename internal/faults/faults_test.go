@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +20,7 @@ import (
 
 	"kubegate/internal/controlplane"
 	"kubegate/internal/informer"
+	"kubegate/internal/testenv"
 )
 
 // HTTP/2 health check used by these tests: a connection silent for
@@ -33,41 +33,27 @@ const (
 	staleAfter  = 2 * time.Second
 )
 
-var cp *controlplane.ControlPlane
-
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
+func TestMain(m *testing.M) {
 	os.Setenv("HTTP2_READ_IDLE_TIMEOUT_SECONDS", fmt.Sprint(int(readIdle.Seconds())))
 	os.Setenv("HTTP2_PING_TIMEOUT_SECONDS", fmt.Sprint(int(pingTimeout.Seconds())))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	var err error
-	cp, err = controlplane.Start(ctx, controlplane.Options{
+	testenv.Main(m, testenv.Options{
 		// Without the watch cache, watches resume from etcd, so compaction
 		// makes an old resume point answer 410 as in a busy cluster.
 		ExtraAPIServerFlags: map[string]string{"watch-cache": "false", "etcd-compaction-interval": "2s"},
 	})
-	cancel()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "faults: start control plane: %v\n", err)
-		return 1
-	}
-	code := m.Run()
-	if err := cp.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "faults: stop control plane: %v\n", err)
-	}
-	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1")); err != nil {
-			fmt.Fprintf(os.Stderr, "faults: %v\n", err)
-			return 1
-		}
-	}
-	return code
+}
+
+// controlPlane is the package's control plane. Unlike other packages'
+// tests, those here stop and restart it: each waits until it serves
+// again before it ends.
+func controlPlane(t testing.TB) *controlplane.ControlPlane {
+	t.Helper()
+	return testenv.Get(t).CP
 }
 
 func client(t *testing.T) kubernetes.Interface {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(cp.AdminConfig())
+	cs, err := kubernetes.NewForConfig(controlPlane(t).AdminConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +78,7 @@ func namespace(t *testing.T, cs kubernetes.Interface) string {
 // verification: the serving certificate covers 127.0.0.1.
 func viaProxy(t *testing.T, addr string) *rest.Config {
 	t.Helper()
-	cfg := cp.AdminConfig()
+	cfg := controlPlane(t).AdminConfig()
 	u, err := url.Parse(cfg.Host)
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +89,7 @@ func viaProxy(t *testing.T, addr string) *rest.Config {
 }
 
 func apiserverAddr(t *testing.T) string {
-	u, err := url.Parse(cp.URL())
+	u, err := url.Parse(controlPlane(t).URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +291,7 @@ func TestAPIServerAndEtcdRestart(t *testing.T) {
 	cs := client(t)
 	ns := namespace(t, cs)
 	create(t, cs, ns, "keep", "change", "drop")
-	m := startManager(t, cp.AdminConfig())
+	m := startManager(t, controlPlane(t).AdminConfig())
 	r := configMaps(t, m)
 	subs := []*subscriber{subscribe(t, r, ns), subscribe(t, r, ns), subscribe(t, r, ns)}
 	for _, s := range subs {
@@ -313,12 +299,12 @@ func TestAPIServerAndEtcdRestart(t *testing.T) {
 	}
 	ctx := context.Background()
 
-	if err := cp.StopAPIServer(); err != nil {
+	if err := controlPlane(t).StopAPIServer(); err != nil {
 		t.Fatal(err)
 	}
 	d := pollReady(t, m, false, 30*time.Second)
 	t.Logf("apiserver stopped: unready after %s (StaleAfter %s)", d, staleAfter)
-	if err := cp.StartAPIServer(ctx); err != nil {
+	if err := controlPlane(t).StartAPIServer(ctx); err != nil {
 		t.Fatal(err)
 	}
 	d = pollReady(t, m, true, 60*time.Second)
@@ -333,16 +319,16 @@ func TestAPIServerAndEtcdRestart(t *testing.T) {
 	// etcd restarted behind a running apiserver. The gateway's watch stays
 	// open through it (the apiserver holds it), so no outage is visible to
 	// the gateway; what matters is that changes after it arrive.
-	if err := cp.StopEtcd(); err != nil {
+	if err := controlPlane(t).StopEtcd(); err != nil {
 		t.Fatal(err)
 	}
-	if err := cp.StartEtcd(ctx); err != nil {
+	if err := controlPlane(t).StartEtcd(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// The apiserver reports unready until its etcd client reconnects.
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true,
-		func(ctx context.Context) (bool, error) { return cp.Ready(ctx) == nil, nil }); err != nil {
-		t.Fatalf("apiserver not ready after etcd restart: %v", cp.Ready(ctx))
+		func(ctx context.Context) (bool, error) { return controlPlane(t).Ready(ctx) == nil, nil }); err != nil {
+		t.Fatalf("apiserver not ready after etcd restart: %v", controlPlane(t).Ready(ctx))
 	}
 	d = pollReady(t, m, true, 60*time.Second)
 	t.Logf("etcd restarted: ready again after %s", d)

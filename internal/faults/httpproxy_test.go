@@ -66,7 +66,7 @@ type faultProxy struct {
 
 func newFaultProxy(t *testing.T, path string) *faultProxy {
 	t.Helper()
-	admin := cp.AdminConfig()
+	admin := controlPlane(t).AdminConfig()
 	upstream, err := url.Parse(admin.Host)
 	if err != nil {
 		t.Fatal(err)

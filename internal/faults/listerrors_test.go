@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"kubegate/internal/testenv"
 	"net/http"
 	"strings"
 	"testing"
@@ -26,16 +27,6 @@ const reflectorMinBackoff = 800 * time.Millisecond
 // burstGap separates bursts of requests: requests of one cycle follow
 // each other at once, cycles are reflectorMinBackoff or more apart.
 const burstGap = 300 * time.Millisecond
-
-// waitUntil polls cond until it holds.
-func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, limit, true,
-		func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatalf("%s: not within %s", what, limit)
-	}
-}
 
 // unreadyWith waits until Ready fails with a message containing every
 // part, and returns the message.
@@ -147,7 +138,7 @@ func TestListServerErrorsBackOff(t *testing.T) {
 	}
 	// Let the informer fail two list cycles: the delays before them and
 	// before the cycle that recovers are three back-off steps.
-	waitUntil(t, 60*time.Second, "two failed list cycles", func() bool {
+	testenv.EventuallyWithin(t, 60*time.Second, "two failed list cycles", func() bool {
 		return countKind(faulted(p.requests(), start), kindList) >= 2
 	})
 	end := time.Now()
@@ -227,7 +218,7 @@ func TestListTooManyRequestsHonoursRetryAfter(t *testing.T) {
 	update(t, cs, ns, "change", "1")
 	msg := unreadyWith(t, m, 30*time.Second, "stale", "HTTP 429")
 	t.Logf("unready after %s: %s", time.Since(start).Round(10*time.Millisecond), msg)
-	waitUntil(t, 30*time.Second, "five answered 429s", func() bool { return len(faulted(p.requests(), start)) >= 5 })
+	testenv.EventuallyWithin(t, 30*time.Second, "five answered 429s", func() bool { return len(faulted(p.requests(), start)) >= 5 })
 	end := time.Now()
 	p.setFault(nil)
 	pollReady(t, m, true, 30*time.Second)
@@ -276,7 +267,7 @@ func TestOnDemandFailuresDoNotGateReadiness(t *testing.T) {
 			create(t, cs, ns, "a")
 			p := newFaultProxy(t, "/api/v1/configmaps")
 			m := startManager(t, p.config(), "namespaces")
-			waitUntil(t, 30*time.Second, "namespaces synced", func() bool { return m.Ready() == nil })
+			testenv.EventuallyWithin(t, 30*time.Second, "namespaces synced", func() bool { return m.Ready() == nil })
 			if !tc.synced {
 				p.setFault(&httpFault{code: http.StatusServiceUnavailable})
 			}
@@ -290,7 +281,7 @@ func TestOnDemandFailuresDoNotGateReadiness(t *testing.T) {
 				p.setFault(&httpFault{code: http.StatusServiceUnavailable})
 			}
 			var st informer.ResourceStatus
-			waitUntil(t, 60*time.Second, "config maps failing for longer than StaleAfter", func() bool {
+			testenv.EventuallyWithin(t, 60*time.Second, "config maps failing for longer than StaleAfter", func() bool {
 				for _, s := range m.Status() {
 					if s.Resource == "configmaps" {
 						st = s
@@ -340,7 +331,7 @@ func TestInitialListErrors(t *testing.T) {
 			}
 			msg := unreadyWith(t, m, 30*time.Second, tc.want...)
 			t.Logf("while failing: %s", msg)
-			waitUntil(t, 30*time.Second, "three failed requests", func() bool { return len(faulted(p.requests(), start)) >= 3 })
+			testenv.EventuallyWithin(t, 30*time.Second, "three failed requests", func() bool { return len(faulted(p.requests(), start)) >= 3 })
 			p.setFault(nil)
 			end := time.Now()
 			if err := r.WaitForSync(ctx); err != nil {
@@ -379,7 +370,7 @@ func TestNotFoundFromProxyDoesNotEndResource(t *testing.T) {
 	remove(t, cs, ns, "drop")
 	create(t, cs, ns, "new")
 	// Each failed list is followed by a look at discovery.
-	waitUntil(t, 30*time.Second, "two lists answered 404", func() bool {
+	testenv.EventuallyWithin(t, 30*time.Second, "two lists answered 404", func() bool {
 		return countKind(faulted(p.requests(), start), kindList) >= 2
 	})
 	p.setFault(nil)

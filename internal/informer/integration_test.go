@@ -344,6 +344,7 @@ func TestForbiddenListWithoutPreCheck(t *testing.T) {
 }
 
 func TestCacheConvergesAcrossAPIServerRestart(t *testing.T) {
+	testenv.SkipShort(t)
 	// Its own control plane: the shared one must not be restarted.
 	ctx := context.Background()
 	cp, err := controlplane.Start(ctx, controlplane.Options{})

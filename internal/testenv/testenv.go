@@ -4,15 +4,21 @@
 //
 //	func TestMain(m *testing.M) { testenv.Main(m, testenv.Options{}) }
 //
-// Main starts one control plane (see package controlplane) for the whole
-// test binary, runs the tests, stops it and then checks for leaked
-// goroutines the way goleak.VerifyTestMain does. Tests reach it with Get
-// and isolate themselves in a namespace of their own with Env.Namespace.
-// Env.CreateCRD, Env.EnsureCRD and Env.DeleteCRD add and remove
-// CustomResourceDefinitions and wait until kube-apiserver serves them, or
-// no longer does.
-// Missing binaries fail the run with instructions (Env.Kubectl fails the
-// test that needs kubectl); tests are never skipped silently.
+// The control plane (see package controlplane) starts lazily, on the
+// first Get, as envtest's does: a run of the package's unit tests alone
+// starts nothing. It is shared by the whole test binary and stopped after
+// the tests; Main then checks for leaked goroutines the way
+// goleak.VerifyTestMain does, whether or not it started.
+//
+// Under -short, Get skips the test that calls it (it needs etcd and
+// kube-apiserver), so `go test -short ./...` is the unit tier. Otherwise
+// missing binaries fail the test with instructions; tests are never
+// skipped silently.
+//
+// Tests isolate themselves in a namespace of their own with
+// Env.Namespace. Env.CreateCRD, Env.EnsureCRD and Env.DeleteCRD add and
+// remove CustomResourceDefinitions and wait until kube-apiserver serves
+// them, or no longer does.
 package testenv
 
 import (
@@ -22,6 +28,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,6 +54,9 @@ type Options struct {
 	LeakOptions []goleak.Option
 	// StartTimeout bounds starting the control plane. Default: 2 minutes.
 	StartTimeout time.Duration
+	// ExtraAPIServerFlags are passed to kube-apiserver (see
+	// controlplane.Options).
+	ExtraAPIServerFlags map[string]string
 }
 
 // Env is a package's shared control plane and admin clients. Tests must
@@ -61,60 +71,72 @@ type Env struct {
 	Dynamic dynamic.Interface
 }
 
-// env is set by Main before any test runs and never changes while tests
-// run.
-var env *Env
+var (
+	// opts is Main's, read by the first Get.
+	opts Options
+	// once starts the control plane on the first Get; env and envErr are
+	// its result, closer what Main closes after the tests.
+	once   sync.Once
+	env    *Env
+	envErr error
+	closer interface{ CloseIdleConnections() }
+)
 
-// Main starts a control plane, runs the package's tests, stops the control
-// plane, checks for leaked goroutines and exits. Call it from TestMain.
-func Main(m *testing.M, opts Options) {
-	os.Exit(run(m, opts))
+// Main runs the package's tests, stops the control plane if one started,
+// checks for leaked goroutines and exits. Call it from TestMain.
+func Main(m *testing.M, o Options) {
+	os.Exit(Run(m, o))
 }
 
 // Run is Main without the exit: it returns the exit code, for a TestMain
 // that has its own cleanup to do afterwards.
-func Run(m *testing.M, opts Options) int { return run(m, opts) }
-
-func run(m *testing.M, opts Options) int {
-	if opts.Log == nil && os.Getenv("KUBEGATE_TEST_CONTROLPLANE_LOG") != "" {
-		opts.Log = os.Stderr
+func Run(m *testing.M, o Options) int {
+	if o.Log == nil && os.Getenv("KUBEGATE_TEST_CONTROLPLANE_LOG") != "" {
+		o.Log = os.Stderr
 	}
-	if opts.StartTimeout <= 0 {
-		opts.StartTimeout = 2 * time.Minute
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 2 * time.Minute
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), opts.StartTimeout)
-	cp, err := controlplane.Start(ctx, controlplane.Options{Users: opts.Users, Log: opts.Log})
-	cancel()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "testenv: start control plane: %v\n", err)
-		return 1
-	}
-	e, hc, err := newEnv(cp)
-	if err != nil {
-		cp.Stop()
-		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
-		return 1
-	}
-	env = e
+	opts = o
 
 	code := m.Run()
 
-	if err := cp.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "testenv: stop control plane: %v\n", err)
-		code = max(code, 1)
+	if env != nil {
+		if err := env.CP.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "testenv: stop control plane: %v\n", err)
+			code = max(code, 1)
+		}
+		closer.CloseIdleConnections()
 	}
-	hc.CloseIdleConnections()
 	if code == 0 {
 		leakOpts := append([]goleak.Option{
 			// klog starts its flush daemon when client-go is imported.
 			goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-		}, opts.LeakOptions...)
+		}, o.LeakOptions...)
 		if err := goleak.Find(leakOpts...); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: Errors on successful test run: %v\n", err)
 			code = 1
 		}
 	}
 	return code
+}
+
+// start starts the control plane and builds the admin clients.
+func start() (*Env, interface{ CloseIdleConnections() }, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), opts.StartTimeout)
+	defer cancel()
+	cp, err := controlplane.Start(ctx, controlplane.Options{
+		Users: opts.Users, Log: opts.Log, ExtraAPIServerFlags: opts.ExtraAPIServerFlags,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("testenv: start control plane: %w", err)
+	}
+	e, hc, err := newEnv(cp)
+	if err != nil {
+		_ = cp.Stop()
+		return nil, nil, fmt.Errorf("testenv: %w", err)
+	}
+	return e, hc, nil
 }
 
 // newEnv builds the admin clients on one HTTP client, whose idle
@@ -136,14 +158,32 @@ func newEnv(cp *controlplane.ControlPlane) (*Env, interface{ CloseIdleConnection
 	return &Env{CP: cp, Config: cfg, Client: client, Dynamic: dyn}, hc, nil
 }
 
-// Get returns the package's shared environment. It fails the test if the
+// Get returns the package's shared environment, starting its control
+// plane on the first call. Under -short it skips the test instead: the
+// unit tier starts no control plane. It fails the test if the control
+// plane cannot start (every later Get fails the same way) or if the
 // package's TestMain does not call Main.
 func Get(t testing.TB) *Env {
 	t.Helper()
-	if env == nil {
+	SkipShort(t)
+	if opts.StartTimeout == 0 {
 		t.Fatal("testenv.Get: this package's TestMain must call testenv.Main")
 	}
+	once.Do(func() { env, closer, envErr = start() })
+	if envErr != nil {
+		t.Fatal(envErr)
+	}
 	return env
+}
+
+// SkipShort skips an integration test under -short: it needs a control
+// plane, which the unit tier does not start. Get calls it; tests that
+// start a control plane of their own call it first.
+func SkipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: integration test (needs etcd and kube-apiserver)")
+	}
 }
 
 // Kubectl returns the kubectl binary from the directory the control

@@ -123,7 +123,7 @@ func TestResetIsReplace(t *testing.T) {
 	f := p.paused(t)
 	b = updateCM(t, b, "2")
 	d := createCM(t, ns, "d", nil)
-	poll(t, "the cache to hold d", func() bool { _, ok := r.Get(ns, "d"); return ok })
+	testenv.Eventually(t, "the cache to hold d", func() bool { _, ok := r.Get(ns, "d"); return ok })
 	f.l.Reset() // the feeder is held: the listener drops a's deletion and the rest
 	before := len(c.ops)
 	p.release()
@@ -162,7 +162,7 @@ func TestBurstResizesInsteadOfResettingAgain(t *testing.T) {
 		cms = append(cms, createCM(t, ns, "cm-"+strconv.Itoa(100 + i)[1:], nil))
 	}
 	last := cms[len(cms)-1]
-	poll(t, "the cache to hold the burst", func() bool { _, ok := r.Get(ns, last.Name); return ok })
+	testenv.Eventually(t, "the cache to hold the burst", func() bool { _, ok := r.Get(ns, last.Name); return ok })
 	if got := f.l.Stats().Resets; got != before+1 {
 		t.Fatalf("first burst: %d listener resets, want 1 (the bound is %d)", got-before, f.maxEvents)
 	}
@@ -182,7 +182,7 @@ func TestBurstResizesInsteadOfResettingAgain(t *testing.T) {
 		cms[i] = updateCM(t, cms[i], "1")
 	}
 	last = cms[len(cms)-1]
-	poll(t, "the cache to hold the second burst", func() bool {
+	testenv.Eventually(t, "the cache to hold the second burst", func() bool {
 		o, ok := r.Get(ns, last.Name)
 		return ok && o.ResourceVersion == last.ResourceVersion
 	})
@@ -277,20 +277,20 @@ func TestIdleGraceThenStop(t *testing.T) {
 		t.Fatalf("after Open: feeder %v, %d listeners; want one of each", f, r.Status().Listeners)
 	}
 	c.w.Close()
-	poll(t, "the idle timer", clk.HasWaiters)
+	testenv.Eventually(t, "the idle timer", clk.HasWaiters)
 	clk.Step(grace - time.Second)
 	c = open(t, ts, r, nsWindow(ns, 5))
 	if got := feeder(); got != f {
 		t.Fatal("a window opened within the grace period got another table")
 	}
-	poll(t, "the idle timer to be stopped", func() bool { return !clk.HasWaiters() })
+	testenv.Eventually(t, "the idle timer to be stopped", func() bool { return !clk.HasWaiters() })
 	clk.Step(time.Hour) // no timer: nothing happens
 	if got := feeder(); got != f {
 		t.Fatal("the table was dropped while it had a window")
 	}
 
 	c.w.Close()
-	poll(t, "the idle timer", clk.HasWaiters)
+	testenv.Eventually(t, "the idle timer", clk.HasWaiters)
 	clk.Step(grace)
 	select {
 	case <-f.done:

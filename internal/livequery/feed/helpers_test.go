@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	"kubegate/internal/informer"
@@ -246,15 +245,5 @@ func (p *pauser) release() {
 	if p.gate != nil {
 		close(p.gate)
 		p.gate = nil
-	}
-}
-
-// poll waits for cond, checking every 10ms for up to 30s.
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 30*time.Second, true,
-		func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatalf("timed out waiting for %s", what)
 	}
 }
