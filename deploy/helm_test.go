@@ -37,6 +37,7 @@ import (
 	"kubegate/internal/config"
 	"kubegate/internal/controlplane"
 	"kubegate/internal/testenv"
+	"kubegate/internal/webhook"
 )
 
 // chart is the Helm chart, relative to this package.
@@ -855,7 +856,7 @@ func TestHelmSchemaMatchesConfig(t *testing.T) {
 				s = deref(s.Items)
 			}
 		}
-		if typ.Kind() != reflect.Struct || typ == reflect.TypeFor[config.Duration]() {
+		if typ.Kind() != reflect.Struct || typ == reflect.TypeFor[config.Duration]() || typ == reflect.TypeFor[metav1.Duration]() {
 			return
 		}
 		if string(s.AdditionalProperties) != "false" {
@@ -885,7 +886,7 @@ func TestHelmSchemaMatchesConfig(t *testing.T) {
 		}
 	}
 	compare("config", reflect.TypeFor[config.Config](), root.Properties["config"], nil, nil)
-	compare("webhooks", reflect.TypeFor[config.Webhook](), root.Properties["webhooks"].Items,
+	compare("webhooks", reflect.TypeFor[webhook.Spec](), root.Properties["webhooks"].Items,
 		[]string{"secretFile", "secretEnv"}, []string{"existingSecret", "existingSecretKey"})
 	var walk func(path string, s *schema)
 	walk = func(path string, s *schema) {

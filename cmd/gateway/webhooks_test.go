@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"kubegate/internal/config"
 	"kubegate/internal/testenv"
 	"kubegate/internal/webhook"
 )
@@ -33,7 +32,7 @@ func TestGatewayWebhooksReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-	key, _ := config.DecodeWebhookSecret(secret)
+	key, _ := webhook.DecodeSecret(secret)
 	secretPath := filepath.Join(dir, "secret")
 	if err := os.WriteFile(secretPath, []byte(secret), 0o600); err != nil {
 		t.Fatal(err)

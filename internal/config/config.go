@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"kubegate/internal/webhook"
 	"net"
 	"os"
 	"path"
@@ -34,7 +35,7 @@ type Config struct {
 	WebSocket       WebSocket `json:"websocket"`
 	Auth            Auth      `json:"auth"`
 	// Webhooks are receivers of resource events. Default none.
-	Webhooks []Webhook `json:"webhooks,omitempty"`
+	Webhooks []webhook.Spec `json:"webhooks,omitempty"`
 	// ConfigPath is the --config file, kept so SIGHUP can re-read it.
 	ConfigPath string `json:"-"`
 }
@@ -278,7 +279,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("--tls-cert-file and --tls-private-key-file (tls.certFile, tls.privateKeyFile) go together"))
 	}
 	errs = append(errs, c.Auth.validate(c.Listen)...)
-	if err := ValidateWebhooks(c.Webhooks); err != nil {
+	if err := webhook.Validate(c.Webhooks); err != nil {
 		errs = append(errs, err)
 	}
 	ws := c.WebSocket

@@ -3,6 +3,7 @@ package config
 import (
 	"flag"
 	"io"
+	"kubegate/internal/webhook"
 	"os"
 	"path/filepath"
 	"strings"
@@ -294,8 +295,8 @@ webhooks:
 	}
 	w := c.Webhooks[0].WithDefaults()
 	if w.Name != "audit" || len(w.Resources) != 2 || w.Resources[0].LabelSelector != "app=web" ||
-		time.Duration(w.Retry.MaxBackoff) != time.Minute || w.Retry.MaxAttempts != 3 || w.Format != "watch" ||
-		time.Duration(w.ResyncPeriod) != 10*time.Minute || w.MaxEvents != 4096 {
+		w.Retry.MaxBackoff.Duration != time.Minute || w.Retry.MaxAttempts != 3 || w.Format != "watch" ||
+		w.ResyncPeriod.Duration != 10*time.Minute || w.MaxEvents != 4096 {
 		t.Fatalf("got %+v", w)
 	}
 	keys, err := w.Secrets()
@@ -305,10 +306,10 @@ webhooks:
 }
 
 func TestWebhookDefaults(t *testing.T) {
-	w := Webhook{}.WithDefaults()
-	if w.Format != "cloudevents" || len(w.EventTypes) != 4 || time.Duration(w.Timeout) != 10*time.Second ||
-		w.Retry.MaxAttempts != 12 || time.Duration(w.Retry.MaxAge) != time.Hour ||
-		time.Duration(w.Retry.InitialBackoff) != time.Second || time.Duration(w.Retry.MaxBackoff) != 5*time.Minute {
+	w := webhook.Spec{}.WithDefaults()
+	if w.Format != "cloudevents" || len(w.EventTypes) != 4 || w.Timeout.Duration != 10*time.Second ||
+		w.Retry.MaxAttempts != 12 || w.Retry.MaxAge.Duration != time.Hour ||
+		w.Retry.InitialBackoff.Duration != time.Second || w.Retry.MaxBackoff.Duration != 5*time.Minute {
 		t.Fatalf("got %+v", w)
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"kubegate/internal/config"
 	"kubegate/internal/informer"
 )
 
@@ -36,14 +35,14 @@ func BenchmarkDeliver(b *testing.B) {
 		b.Run(fmt.Sprintf("webhooks=%d", n), func(b *testing.B) {
 			var mu sync.Mutex
 			var sources []*fakeSource
-			var hooks []config.Webhook
+			var hooks []Spec
 			for i := range n {
-				hooks = append(hooks, config.Webhook{Name: fmt.Sprintf("h%d", i), URL: srv.URL,
-					Resources: []config.WebhookResource{{Resource: "configmaps"}}, SecretFile: secret,
+				hooks = append(hooks, Spec{Name: fmt.Sprintf("h%d", i), URL: srv.URL,
+					Resources: []Resource{{Resource: "configmaps"}}, SecretFile: secret,
 					AllowAddresses: []string{"127.0.0.0/8"}})
 			}
 			m, err := New(Options{Webhooks: hooks, Logger: zap.NewNop(),
-				listen: func(_ context.Context, _ string, _ config.WebhookResource, o informer.ListenerOptions) (*informer.ResourceInfo, source, error) {
+				listen: func(_ context.Context, _ string, _ Resource, o informer.ListenerOptions) (*informer.ResourceInfo, source, error) {
 					s := &fakeSource{wake: o.Wake}
 					mu.Lock()
 					sources = append(sources, s)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"kubegate/internal/testenv"
 	"net"
 	"net/http"
 	"strconv"
@@ -12,27 +13,27 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap/zaptest"
-	"k8s.io/apimachinery/pkg/util/wait"
 
-	"kubegate/internal/config"
 	"kubegate/internal/informer"
 )
 
-func hookConfig(t *testing.T, name, url string) config.Webhook {
-	return config.Webhook{
+func hookConfig(t *testing.T, name, url string) Spec {
+	return Spec{
 		Name:       name,
 		URL:        url,
-		Resources:  []config.WebhookResource{{Resource: "configmaps"}},
+		Resources:  []Resource{{Resource: "configmaps"}},
 		SecretFile: secretFile(t),
 		// httptest receivers listen on loopback, refused by default.
 		AllowAddresses: []string{"127.0.0.0/8", "::1/128"},
-		Retry: config.WebhookRetry{
+		Retry: Retry{
 			MaxAttempts:    5,
-			InitialBackoff: config.Duration(time.Second),
-			MaxBackoff:     config.Duration(8 * time.Second),
+			InitialBackoff: metav1.Duration{Duration: time.Second},
+			MaxBackoff:     metav1.Duration{Duration: 8 * time.Second},
 		},
 	}
 }
@@ -60,20 +61,10 @@ func decode(t *testing.T, req request) cloudEvent {
 	return ce
 }
 
-// eventually polls cond until it holds, failing the test after 10s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true,
-		func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatalf("timed out waiting for %s", what)
-	}
-}
-
 // stepWhenWaiting advances the fake clock by d once the hook waits on it.
 func (h *harness) stepWhenWaiting(d time.Duration) {
 	h.t.Helper()
-	eventually(h.t, "a retry timer", h.clock.HasWaiters)
+	testenv.Eventually(h.t, "a retry timer", h.clock.HasWaiters)
 	h.clock.Step(d)
 }
 
@@ -106,7 +97,7 @@ func TestCloudEventsInOrderAndSigned(t *testing.T) {
 			t.Errorf("Content-Type %q", ct)
 		}
 	}
-	eventually(t, "delivered metric", func() bool { return h.metric("a", outcomeDelivered) == 4 })
+	testenv.Eventually(t, "delivered metric", func() bool { return h.metric("a", outcomeDelivered) == 4 })
 }
 
 func TestWatchFormatAndEventTypes(t *testing.T) {
@@ -194,7 +185,7 @@ func TestRetryAfter(t *testing.T) {
 			rcv.none() // parked on the timer: nothing in flight
 			h.clock.Step(time.Second)
 			rcv.next()
-			eventually(t, "delivered metric", func() bool { return h.metric("a", outcomeDelivered) == 1 })
+			testenv.Eventually(t, "delivered metric", func() bool { return h.metric("a", outcomeDelivered) == 1 })
 		})
 	}
 }
@@ -284,7 +275,7 @@ func TestMaxAgeSupersedes(t *testing.T) {
 		}
 	})
 	c := hookConfig(t, "a", rcv.srv.URL)
-	c.Retry.MaxAge = config.Duration(time.Minute)
+	c.Retry.MaxAge = metav1.Duration{Duration: time.Minute}
 	h := start(t, c)
 	rcv.setNow(h.clock.Now)
 	src := h.source("a", 0)
@@ -303,7 +294,7 @@ func TestGoneDisables(t *testing.T) {
 	src := h.source("a", 0)
 	src.push(note(informer.Added, "x", 1), note(informer.Added, "y", 2))
 	rcv.next()
-	eventually(t, "disabled", func() bool {
+	testenv.Eventually(t, "disabled", func() bool {
 		return testutil.ToFloat64(h.m.m.disabled.WithLabelValues("a")) == 1 && src.isStopped()
 	})
 	if h.clock.HasWaiters() {
@@ -313,7 +304,7 @@ func TestGoneDisables(t *testing.T) {
 	// A reload with a changed configuration enables it again.
 	rcv.setRespond(nil)
 	c := hookConfig(t, "a", rcv.srv.URL+"/v2")
-	if err := h.m.Apply(context.Background(), []config.Webhook{c}); err != nil {
+	if err := h.m.Apply(context.Background(), []Spec{c}); err != nil {
 		t.Fatal(err)
 	}
 	// Apply has waited for the disabled hook's goroutine to exit, and the
@@ -366,13 +357,13 @@ func TestApplyKeepsOtherQueues(t *testing.T) {
 	srcB := h.source("b", 0)
 	srcB.push(note(informer.Added, "x", 1), note(informer.Modified, "x", 2))
 	first := rb.next()
-	eventually(t, "b to wait for a retry", h.clock.HasWaiters)
+	testenv.Eventually(t, "b to wait for a retry", h.clock.HasWaiters)
 	h.m.mu.Lock()
 	hookB := h.m.hooks["b"]
 	h.m.mu.Unlock()
 
 	a.URL += "/moved"
-	if err := h.m.Apply(context.Background(), []config.Webhook{a, b}); err != nil {
+	if err := h.m.Apply(context.Background(), []Spec{a, b}); err != nil {
 		t.Fatal(err)
 	}
 	if !h.source("a", 0).isStopped() || h.source("a", 1).isStopped() || srcB.isStopped() {
@@ -394,8 +385,8 @@ func TestApplyKeepsOtherQueues(t *testing.T) {
 
 	// A bad configuration changes nothing.
 	bad := a
-	bad.Resources = []config.WebhookResource{{Resource: "nosuchthings"}}
-	if err := h.m.Apply(context.Background(), []config.Webhook{bad, b}); err == nil ||
+	bad.Resources = []Resource{{Resource: "nosuchthings"}}
+	if err := h.m.Apply(context.Background(), []Spec{bad, b}); err == nil ||
 		!strings.Contains(err.Error(), `webhooks[0] (a): resources[0] (nosuchthings)`) {
 		t.Fatalf("err = %v", err)
 	}
@@ -404,7 +395,7 @@ func TestApplyKeepsOtherQueues(t *testing.T) {
 	}
 
 	// Removing a stops it and forgets its metrics.
-	if err := h.m.Apply(context.Background(), []config.Webhook{b}); err != nil {
+	if err := h.m.Apply(context.Background(), []Spec{b}); err != nil {
 		t.Fatal(err)
 	}
 	if !h.source("a", 1).isStopped() || srcB.isStopped() {
@@ -421,7 +412,7 @@ func TestOverflowCounted(t *testing.T) {
 	src.mu.Unlock()
 	src.push(note(informer.Added, "x", 1))
 	rcv.next()
-	eventually(t, "collapse metric", func() bool {
+	testenv.Eventually(t, "collapse metric", func() bool {
 		return testutil.ToFloat64(h.m.m.overflows.WithLabelValues("a", "collapse")) == 2
 	})
 }
@@ -429,7 +420,7 @@ func TestOverflowCounted(t *testing.T) {
 func TestInvalidConfigRejectedAtStart(t *testing.T) {
 	c := hookConfig(t, "a", "https://r.example/")
 	c.SecretFile = ""
-	m, err := New(Options{Webhooks: []config.Webhook{c}, listen: func(context.Context, string, config.WebhookResource, informer.ListenerOptions) (*informer.ResourceInfo, source, error) {
+	m, err := New(Options{Webhooks: []Spec{c}, listen: func(context.Context, string, Resource, informer.ListenerOptions) (*informer.ResourceInfo, source, error) {
 		t.Fatal("listened for an invalid webhook")
 		return nil, nil, nil
 	}})
@@ -482,7 +473,7 @@ func TestShutdownDrains(t *testing.T) {
 	h := start(t, hookConfig(t, "a", rcv.srv.URL))
 	h.source("a", 0).push(note(informer.Added, "x", 1), note(informer.Added, "y", 2), note(informer.Added, "z", 3))
 	first := rcv.next()
-	eventually(t, "a retry timer", h.clock.HasWaiters)
+	testenv.Eventually(t, "a retry timer", h.clock.HasWaiters)
 	h.stop()
 	if again := rcv.next(); again.header.Get(HeaderID) != first.header.Get(HeaderID) {
 		t.Fatal("drain did not retry the pending event first")
@@ -532,7 +523,7 @@ func TestShutdownDrainsBufferedEvents(t *testing.T) {
 	src := h.source("a", 0)
 	src.push(note(informer.Added, "x", 1))
 	first := rcv.next()
-	eventually(t, "a retry timer", h.clock.HasWaiters)
+	testenv.Eventually(t, "a retry timer", h.clock.HasWaiters)
 	src.push(note(informer.Added, "y", 2), note(informer.Added, "z", 3)) // buffered behind x
 	h.stop()
 	for _, want := range []string{"x", "y", "z"} {
@@ -564,7 +555,7 @@ func endOfSnapshot(rv int) informer.Notification {
 func TestResetAndSnapshotEndEvents(t *testing.T) {
 	rcv := newReceiver(t, time.Now)
 	c := hookConfig(t, "a", rcv.srv.URL)
-	c.Resources = []config.WebhookResource{{Resource: "configmaps", Namespace: "ns"}}
+	c.Resources = []Resource{{Resource: "configmaps", Namespace: "ns"}}
 	c.EventTypes = []string{"added"}
 	h := start(t, c)
 	src := h.source("a", 0)
@@ -606,7 +597,7 @@ func TestResetAndSnapshotEndEvents(t *testing.T) {
 func TestResourceGoneSendsResetAndEmptySnapshot(t *testing.T) {
 	rcv := newReceiver(t, time.Now)
 	c := hookConfig(t, "a", rcv.srv.URL)
-	c.Resources = []config.WebhookResource{{Resource: "configmaps", Namespace: "ns"}}
+	c.Resources = []Resource{{Resource: "configmaps", Namespace: "ns"}}
 	h := start(t, c)
 	src := h.source("a", 0)
 	src.change(note(informer.Added, "x", 5))
@@ -638,7 +629,7 @@ func TestResourceGoneSendsResetAndEmptySnapshot(t *testing.T) {
 func TestResourceServedAgainSendsItsObjects(t *testing.T) {
 	rcv := newReceiver(t, time.Now)
 	c := hookConfig(t, "a", rcv.srv.URL)
-	c.Resources = []config.WebhookResource{{Resource: "configmaps", Namespace: "ns"}}
+	c.Resources = []Resource{{Resource: "configmaps", Namespace: "ns"}}
 	h := start(t, c)
 	src := h.source("a", 0)
 	src.end(&informer.ResourceGoneError{GVR: configmaps.GVR})
@@ -733,29 +724,29 @@ func TestRejectedResetStillSendsTheSnapshot(t *testing.T) {
 // Entries of one webhook must not select from the same objects: a
 // receiver reconciles a reset by its collection.
 func TestOverlappingResourcesRejected(t *testing.T) {
-	cm := func(ns, labels string) config.WebhookResource {
-		return config.WebhookResource{Resource: "configmaps", Namespace: ns, LabelSelector: labels}
+	cm := func(ns, labels string) Resource {
+		return Resource{Resource: "configmaps", Namespace: ns, LabelSelector: labels}
 	}
 	for _, tc := range []struct {
 		name      string
-		resources []config.WebhookResource
+		resources []Resource
 		err       string
 	}{
-		{"two namespaces", []config.WebhookResource{cm("a", ""), cm("b", "")}, ""},
-		{"the same namespace twice", []config.WebhookResource{cm("a", "x=1"), cm("a", "x=2")},
+		{"two namespaces", []Resource{cm("a", ""), cm("b", "")}, ""},
+		{"the same namespace twice", []Resource{cm("a", "x=1"), cm("a", "x=2")},
 			"webhooks[0] (a): resources[1] (configmaps): overlaps resources[0] (configmaps) in /api/v1/namespaces/a/configmaps: " +
 				"list a resource once for all namespaces or once per namespace"},
-		{"a namespace and all of them", []config.WebhookResource{cm("a", ""), cm("b", ""), cm("", "")},
+		{"a namespace and all of them", []Resource{cm("a", ""), cm("b", ""), cm("", "")},
 			"webhooks[0] (a): resources[2] (configmaps): overlaps resources[0] (configmaps) in /api/v1/namespaces/a/configmaps"},
-		{"all namespaces and one", []config.WebhookResource{cm("", ""), cm("a", "")},
+		{"all namespaces and one", []Resource{cm("", ""), cm("a", "")},
 			"webhooks[0] (a): resources[1] (configmaps): overlaps resources[0] (configmaps) in /api/v1/configmaps"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := hookConfig(t, "a", "https://r.example/")
 			c.Resources = tc.resources
 			var sources []*fakeSource
-			m, err := New(Options{Webhooks: []config.Webhook{c}, Logger: zaptest.NewLogger(t),
-				listen: func(_ context.Context, _ string, _ config.WebhookResource, o informer.ListenerOptions) (*informer.ResourceInfo, source, error) {
+			m, err := New(Options{Webhooks: []Spec{c}, Logger: zaptest.NewLogger(t),
+				listen: func(_ context.Context, _ string, _ Resource, o informer.ListenerOptions) (*informer.ResourceInfo, source, error) {
 					s := &fakeSource{wake: o.Wake}
 					sources = append(sources, s)
 					return configmaps, s, nil
@@ -802,7 +793,7 @@ func TestOutageLongerThanTheRetryBudget(t *testing.T) {
 		}
 	})
 	c := hookConfig(t, "a", rcv.srv.URL)
-	c.Retry.MaxAttempts, c.Retry.MaxBackoff = 3, config.Duration(4*time.Second)
+	c.Retry.MaxAttempts, c.Retry.MaxBackoff = 3, metav1.Duration{Duration: 4 * time.Second}
 	h := start(t, c)
 	rcv.setNow(h.clock.Now)
 	src := h.source("a", 0)
@@ -840,7 +831,7 @@ func TestOutageLongerThanTheRetryBudget(t *testing.T) {
 			src.change(note(informer.Deleted, "o4", 20), note(informer.Added, "o6", 21))
 		}
 	}
-	eventually(t, "the reset's next retry", h.clock.HasWaiters)
+	testenv.Eventually(t, "the reset's next retry", h.clock.HasWaiters)
 	rcv.none() // parked on the clock: nothing in flight
 
 	down.Store(false)

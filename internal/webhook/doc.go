@@ -9,6 +9,6 @@
 // snapshot.end events around the current state, from which it learns what
 // was deleted meanwhile (docs/webhooks.md). Requests are signed per the
 // Standard Webhooks specification; Verify is the receiver-side check.
-// Configuration comes from config.Webhook and may be replaced at run time
+// Configuration comes from Spec and may be replaced at run time
 // with Manager.Apply (SIGHUP in cmd/gateway).
 package webhook

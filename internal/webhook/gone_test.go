@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"kubegate/internal/config"
 	"kubegate/internal/informer"
 	"kubegate/internal/testenv"
 )
@@ -46,7 +45,7 @@ func TestIntegrationResourceGoneAndBack(t *testing.T) {
 	env.CreateCRD(t, testenv.NewCRD(sprocketsGVR.Group, sprocketsGVR.Resource, "Sprocket"))
 	rcv := newReceiver(t, time.Now)
 	c := hookConfig(t, "gone", rcv.srv.URL)
-	c.Resources = []config.WebhookResource{{Resource: "sprockets", Namespace: ns}}
+	c.Resources = []Resource{{Resource: "sprockets", Namespace: ns}}
 	startRealWith(t, nil, func(o *informer.Options) {
 		// How often the webhook looks the absent resource up.
 		o.DiscoveryRefreshInterval = 100 * time.Millisecond

@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/utils/clock"
 
-	"kubegate/internal/config"
 	"kubegate/internal/informer"
 	"kubegate/internal/sink"
 )
@@ -33,7 +32,7 @@ type source interface {
 // It is the sink.Source of its listener, so that the hook renders each
 // notification with the entry it came from.
 type input struct {
-	entry config.WebhookResource
+	entry Resource
 	info  *informer.ResourceInfo
 	// namespace is the entry's namespace, "" for all; collection is the
 	// path listing what the entry selects from, the subject of its
@@ -96,7 +95,7 @@ func (in *input) PopAtMost(buf []informer.Notification, limit int) []informer.No
 // next pop. run waits for those goroutines, and closes done, when it
 // returns.
 type hook struct {
-	cfg     config.Webhook // with defaults
+	cfg     Spec // with defaults
 	secrets [][]byte
 	source  string
 	types   map[informer.NotificationType]bool
@@ -439,7 +438,7 @@ func (h *hook) deliver(ctx, actx context.Context, ev *event) result {
 		if wait <= 0 {
 			wait = h.backoff(attempt)
 		}
-		if ev.kind != kindReset && (attempt >= r.MaxAttempts || h.clock.Since(first)+wait > time.Duration(r.MaxAge)) {
+		if ev.kind != kindReset && (attempt >= r.MaxAttempts || h.clock.Since(first)+wait > r.MaxAge.Duration) {
 			h.log.Error("retries exhausted: dropping the events taken; the receiver gets a reset and the current state instead",
 				zap.String("id", ev.id), zap.String("type", ev.kind), zap.String("object", ev.key),
 				zap.Int("attempts", attempt), zap.Duration("age", h.clock.Since(first)), zap.Int("superseded", h.taken))
@@ -458,8 +457,8 @@ func (h *hook) deliver(ctx, actx context.Context, ev *event) result {
 // backoff is the wait after the given failed attempt: full jitter below
 // initialBackoff·2^(attempt-1), capped at maxBackoff.
 func (h *hook) backoff(attempt int) time.Duration {
-	ceil := time.Duration(h.cfg.Retry.InitialBackoff)
-	limit := time.Duration(h.cfg.Retry.MaxBackoff)
+	ceil := h.cfg.Retry.InitialBackoff.Duration
+	limit := h.cfg.Retry.MaxBackoff.Duration
 	for i := 1; i < attempt && ceil < limit; i++ {
 		ceil *= 2
 	}
@@ -469,7 +468,7 @@ func (h *hook) backoff(attempt int) time.Duration {
 // attempt makes one POST. For a retryable failure it also returns the
 // wait the receiver asked for with Retry-After (429 and 503), or 0.
 func (h *hook) attempt(ctx context.Context, ev *event) (result, time.Duration) {
-	actx, cancel := context.WithTimeout(ctx, time.Duration(h.cfg.Timeout))
+	actx, cancel := context.WithTimeout(ctx, h.cfg.Timeout.Duration)
 	defer cancel()
 	ts := h.clock.Now().Unix()
 	req, err := http.NewRequestWithContext(actx, http.MethodPost, h.cfg.URL, bytes.NewReader(ev.body))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"kubegate/internal/testenv"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -25,7 +26,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"kubegate/internal/config"
 	"kubegate/internal/informer"
 )
 
@@ -172,7 +172,7 @@ func (f *fakeSource) idle() bool {
 // waits for more: the point after which a receiver's none is sound.
 func (f *fakeSource) settle(t *testing.T) {
 	t.Helper()
-	eventually(t, "the hook to settle what was pushed", f.idle)
+	testenv.Eventually(t, "the hook to settle what was pushed", f.idle)
 }
 
 func (f *fakeSource) Stats() informer.ListenerStats {
@@ -371,7 +371,7 @@ func (h *harness) source(name string, i int) *fakeSource {
 
 // start runs a Manager with fake listeners, a fake clock and jitter that
 // always waits the full backoff.
-func start(t *testing.T, hooks ...config.Webhook) *harness {
+func start(t *testing.T, hooks ...Spec) *harness {
 	h := &harness{t: t, clock: clocktesting.NewFakeClock(time.Now()), reg: prometheus.NewRegistry(), sources: map[string][]*fakeSource{},
 		served: make(chan struct{})}
 	m, err := New(Options{
@@ -381,7 +381,7 @@ func start(t *testing.T, hooks ...config.Webhook) *harness {
 		Clock:      h.clock,
 		Source:     "https://cluster.example",
 		jitter:     func(d time.Duration) time.Duration { return d },
-		listen: func(ctx context.Context, hook string, r config.WebhookResource, opts informer.ListenerOptions) (*informer.ResourceInfo, source, error) {
+		listen: func(ctx context.Context, hook string, r Resource, opts informer.ListenerOptions) (*informer.ResourceInfo, source, error) {
 			if r.Resource != "configmaps" {
 				return nil, nil, fmt.Errorf("unknown resource %q", r.Resource)
 			}

@@ -21,7 +21,6 @@ import (
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"kubegate/internal/config"
 	"kubegate/internal/informer"
 	"kubegate/internal/testenv"
 )
@@ -29,14 +28,14 @@ import (
 // startReal runs an informer manager and a webhook Manager against the
 // test apiserver until the test ends, or until stop stops the webhooks
 // (and waits for their goroutines). A nil clk means the real clock.
-func startReal(t *testing.T, clk clock.Clock, hooks ...config.Webhook) (m *Manager, stop func()) {
+func startReal(t *testing.T, clk clock.Clock, hooks ...Spec) (m *Manager, stop func()) {
 	t.Helper()
 	return startRealWith(t, clk, nil, hooks...)
 }
 
 // startRealWith is startReal with the informer manager's options changed
 // by mod.
-func startRealWith(t *testing.T, clk clock.Clock, mod func(*informer.Options), hooks ...config.Webhook) (m *Manager, stop func()) {
+func startRealWith(t *testing.T, clk clock.Clock, mod func(*informer.Options), hooks ...Spec) (m *Manager, stop func()) {
 	t.Helper()
 	env := testenv.Get(t)
 	opts := informer.Options{Config: env.Config, Logger: zaptest.NewLogger(t).Named("informer")}
@@ -75,7 +74,7 @@ func startRealWith(t *testing.T, clk clock.Clock, mod func(*informer.Options), h
 		}
 	})
 	// Start has attached the listeners once the webhook is registered.
-	eventually(t, "webhooks to start", func() bool {
+	testenv.Eventually(t, "webhooks to start", func() bool {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		return len(m.hooks) == len(hooks)
@@ -109,8 +108,8 @@ func TestIntegrationConfigMapLifecycle(t *testing.T) {
 	ns := env.Namespace(t)
 	rcv := newReceiver(t, time.Now)
 	c := hookConfig(t, "cm", rcv.srv.URL)
-	c.Resources = []config.WebhookResource{{Resource: "configmaps", Namespace: ns, LabelSelector: "webhook=yes"}}
-	c.Retry.InitialBackoff, c.Retry.MaxBackoff = config.Duration(10*time.Millisecond), config.Duration(50*time.Millisecond)
+	c.Resources = []Resource{{Resource: "configmaps", Namespace: ns, LabelSelector: "webhook=yes"}}
+	c.Retry.InitialBackoff, c.Retry.MaxBackoff = metav1.Duration{Duration: 10 * time.Millisecond}, metav1.Duration{Duration: 50 * time.Millisecond}
 	// The receiver fails the first attempt of the update: the retry must
 	// carry the same id, and the delete must still come after it.
 	var updateID string
@@ -171,10 +170,10 @@ func TestIntegrationCollapseWhileDown(t *testing.T) {
 	})
 	close(down)
 	c := hookConfig(t, "collapse", rcv.srv.URL)
-	c.Resources = []config.WebhookResource{{Resource: "configmaps", Namespace: ns}}
+	c.Resources = []Resource{{Resource: "configmaps", Namespace: ns}}
 	c.MaxEvents = 16
-	c.Retry = config.WebhookRetry{MaxAttempts: 100000, MaxAge: config.Duration(time.Hour),
-		InitialBackoff: config.Duration(50 * time.Millisecond), MaxBackoff: config.Duration(200 * time.Millisecond)}
+	c.Retry = Retry{MaxAttempts: 100000, MaxAge: metav1.Duration{Duration: time.Hour},
+		InitialBackoff: metav1.Duration{Duration: 50 * time.Millisecond}, MaxBackoff: metav1.Duration{Duration: 200 * time.Millisecond}}
 	m, stop := startReal(t, nil, c)
 
 	ctx := context.Background()
@@ -198,7 +197,7 @@ func TestIntegrationCollapseWhileDown(t *testing.T) {
 			}
 		}
 	}
-	eventually(t, "a collapse", func() bool {
+	testenv.Eventually(t, "a collapse", func() bool {
 		return testutil.ToFloat64(m.m.overflows.WithLabelValues("collapse", "collapse")) > 0
 	})
 	// Recover: each object arrives as added, its states in order, ending
@@ -229,7 +228,7 @@ func TestIntegrationCollapseWhileDown(t *testing.T) {
 	if received >= objects*(updates+1) {
 		t.Fatalf("received %d events for %d changes: nothing collapsed", received, objects*(updates+1))
 	}
-	eventually(t, "an empty queue", func() bool {
+	testenv.Eventually(t, "an empty queue", func() bool {
 		return testutil.ToFloat64(m.m.queue.WithLabelValues("collapse")) == 0
 	})
 	stop()
@@ -247,7 +246,7 @@ func TestIntegrationOutageReconciles(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		maxEvents int
-		retry     config.WebhookRetry
+		retry     Retry
 		// outage makes the changes while the first event is being
 		// retried, and steps the clock until the receiver is being sent a
 		// reset; then more changes follow.
@@ -255,7 +254,7 @@ func TestIntegrationOutageReconciles(t *testing.T) {
 	}{{
 		name:      "overflow",
 		maxEvents: 8,
-		retry:     config.WebhookRetry{MaxAttempts: 1000, MaxAge: config.Duration(24 * time.Hour), InitialBackoff: config.Duration(time.Second), MaxBackoff: config.Duration(time.Second)},
+		retry:     Retry{MaxAttempts: 1000, MaxAge: metav1.Duration{Duration: 24 * time.Hour}, InitialBackoff: metav1.Duration{Duration: time.Second}, MaxBackoff: metav1.Duration{Duration: time.Second}},
 		outage: func(o *outage) {
 			// More distinct objects than the bound: no collapse fits.
 			o.deleteAll("gone-")
@@ -264,12 +263,12 @@ func TestIntegrationOutageReconciles(t *testing.T) {
 				o.create(fmt.Sprintf("new-%d", i))
 			}
 			o.delete("new-0")
-			eventually(o.t, "a reset of the listener", func() bool { return o.listener().Stats().Resets > 0 })
+			testenv.Eventually(o.t, "a reset of the listener", func() bool { return o.listener().Stats().Resets > 0 })
 		},
 	}, {
 		name:      "retries exhausted",
 		maxEvents: 16,
-		retry:     config.WebhookRetry{MaxAttempts: 3, MaxAge: config.Duration(24 * time.Hour), InitialBackoff: config.Duration(time.Second), MaxBackoff: config.Duration(2 * time.Second)},
+		retry:     Retry{MaxAttempts: 3, MaxAge: metav1.Duration{Duration: 24 * time.Hour}, InitialBackoff: metav1.Duration{Duration: time.Second}, MaxBackoff: metav1.Duration{Duration: 2 * time.Second}},
 		outage: func(o *outage) {
 			// Fewer changes than the bound: only the retry budget resets.
 			before := o.changes
@@ -279,7 +278,7 @@ func TestIntegrationOutageReconciles(t *testing.T) {
 				o.create(fmt.Sprintf("new-%d", i))
 			}
 			o.delete("new-0")
-			eventually(o.t, "the changes in the listener", func() bool { return o.listener().Stats().Buffered == o.changes-before })
+			testenv.Eventually(o.t, "the changes in the listener", func() bool { return o.listener().Stats().Buffered == o.changes-before })
 			for _, wait := range []time.Duration{time.Second, 2 * time.Second} {
 				o.stepWhenWaiting(wait)
 				if ce := decode(o.t, o.rcv.next()); ce.Type != eventTypePrefix+"modified" {
@@ -310,7 +309,7 @@ func TestIntegrationOutageReconciles(t *testing.T) {
 				}
 			})
 			c := hookConfig(t, "outage", o.rcv.srv.URL)
-			c.Resources = []config.WebhookResource{{Resource: "configmaps", Namespace: o.ns}}
+			c.Resources = []Resource{{Resource: "configmaps", Namespace: o.ns}}
 			c.MaxEvents = tc.maxEvents
 			c.Retry = tc.retry
 			var stop func()
@@ -334,7 +333,7 @@ func TestIntegrationOutageReconciles(t *testing.T) {
 			o.create("late-0")
 
 			down.Store(false)
-			o.stepWhenWaiting(time.Duration(tc.retry.MaxBackoff))
+			o.stepWhenWaiting(tc.retry.MaxBackoff.Duration)
 			rec.converge(t, o.rcv, o.apiserverView())
 			if rec.types["reset"] == 0 || rec.types["snapshot.end"] == 0 {
 				t.Errorf("receiver applied %v: want a reset and a snapshot.end", rec.types)
@@ -416,6 +415,6 @@ func (o *outage) listener() source {
 
 func (o *outage) stepWhenWaiting(d time.Duration) {
 	o.t.Helper()
-	eventually(o.t, "a retry timer", o.clk.HasWaiters)
+	testenv.Eventually(o.t, "a retry timer", o.clk.HasWaiters)
 	o.clk.Step(d)
 }

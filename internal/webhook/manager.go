@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/utils/clock"
 
-	"kubegate/internal/config"
 	"kubegate/internal/informer"
 )
 
@@ -32,7 +31,7 @@ type Options struct {
 	// Resources provides the informers. Required.
 	Resources Resources
 	// Webhooks is the configuration applied by Start.
-	Webhooks []config.Webhook
+	Webhooks []Spec
 	// Source is the CloudEvents source of webhooks that set none, for
 	// example the apiserver URL. Default "kubegate".
 	Source string
@@ -51,7 +50,7 @@ type Options struct {
 
 	// Test hooks.
 	jitter func(time.Duration) time.Duration
-	listen func(ctx context.Context, hook string, r config.WebhookResource, opts informer.ListenerOptions) (*informer.ResourceInfo, source, error)
+	listen func(ctx context.Context, hook string, r Resource, opts informer.ListenerOptions) (*informer.ResourceInfo, source, error)
 	// await blocks until the named resource is served. Default
 	// Resources.WaitForResource.
 	await func(ctx context.Context, name string) error
@@ -141,8 +140,8 @@ func (m *Manager) Start(ctx context.Context) error {
 // changed ones restart (their undelivered events are dropped); removed
 // ones stop. A webhook disabled by a 410 answer is enabled again only when
 // its configuration changes.
-func (m *Manager) Apply(ctx context.Context, hooks []config.Webhook) error {
-	if err := config.ValidateWebhooks(hooks); err != nil {
+func (m *Manager) Apply(ctx context.Context, hooks []Spec) error {
+	if err := Validate(hooks); err != nil {
 		return err
 	}
 	m.applyMu.Lock()
@@ -208,7 +207,7 @@ func (m *Manager) Apply(ctx context.Context, hooks []config.Webhook) error {
 	return nil
 }
 
-func (m *Manager) newHook(ctx context.Context, c config.Webhook, secrets [][]byte) (*hook, error) {
+func (m *Manager) newHook(ctx context.Context, c Spec, secrets [][]byte) (*hook, error) {
 	o := m.opts
 	h := &hook{
 		cfg:     c,
@@ -251,7 +250,7 @@ func (m *Manager) newHook(ctx context.Context, c config.Webhook, secrets [][]byt
 		}
 	}
 	lopts := informer.ListenerOptions{
-		ResyncPeriod: time.Duration(c.ResyncPeriod),
+		ResyncPeriod: c.ResyncPeriod.Duration,
 		Overflow:     informer.OverflowCollapse,
 		MaxEvents:    c.MaxEvents,
 		MaxBytes:     o.MaxBytes,
@@ -311,7 +310,7 @@ func overlapping(inputs []*input) int {
 }
 
 // listen attaches an informer listener for one configured resource.
-func (m *Manager) listen(ctx context.Context, _ string, r config.WebhookResource, opts informer.ListenerOptions) (*informer.ResourceInfo, source, error) {
+func (m *Manager) listen(ctx context.Context, _ string, r Resource, opts informer.ListenerOptions) (*informer.ResourceInfo, source, error) {
 	info, err := m.opts.Resources.Resolve(ctx, r.Resource)
 	if err != nil {
 		return nil, nil, err

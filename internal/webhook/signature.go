@@ -56,7 +56,7 @@ var (
 // Verify checks a received request the way a receiver should: the
 // timestamp is within tolerance of now (replay protection) and at least one
 // v1 signature in the header matches one of secrets (decoded keys, see
-// config.DecodeWebhookSecret) in constant time. body is the raw request
+// DecodeSecret) in constant time. body is the raw request
 // body, before any JSON decoding. It depends only on the standard library
 // so receivers can copy it.
 func Verify(secrets [][]byte, h http.Header, body []byte, tolerance time.Duration) error {

@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"testing"
 	"time"
-
-	"kubegate/internal/config"
 )
 
 // The example from the Standard Webhooks specification and its reference
@@ -21,7 +19,7 @@ const (
 
 func mustKey(t testing.TB, s string) []byte {
 	t.Helper()
-	k, err := config.DecodeWebhookSecret(s)
+	k, err := DecodeSecret(s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package config
+package webhook
 
 import (
 	"encoding/base64"
@@ -8,17 +8,21 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// Webhook declares one receiver of resource events (the `webhooks:` list).
+// Spec declares one receiver of resource events: one entry of the
+// configuration file's `webhooks:` list (internal/config).
 // Field comments give the defaults applied by WithDefaults.
-type Webhook struct {
+type Spec struct {
 	// Name identifies the webhook in logs and metrics. Required; a DNS
 	// label (lower case letters, digits and '-', at most 63 characters),
 	// unique among webhooks.
@@ -29,14 +33,14 @@ type Webhook struct {
 	// A resource may be listed more than once only for different
 	// namespaces (checked when the webhook starts, once names are
 	// resolved).
-	Resources []WebhookResource `json:"resources"`
+	Resources []Resource `json:"resources"`
 	// EventTypes are the event kinds sent: added, modified, deleted, sync.
 	// Default all four. The reset and snapshot.end markers are always
 	// sent.
 	EventTypes []string `json:"eventTypes,omitempty"`
 	// ResyncPeriod re-sends every matching object as a sync event this
 	// often. Default 0 (never).
-	ResyncPeriod Duration `json:"resyncPeriod,omitempty"`
+	ResyncPeriod metav1.Duration `json:"resyncPeriod,omitempty"`
 	// SecretFile and SecretEnv name where the signing secrets are read
 	// from: a file or an environment variable holding one or more
 	// whitespace-separated `whsec_<base64>` secrets. Every secret signs
@@ -47,9 +51,9 @@ type Webhook struct {
 	// source (the apiserver URL).
 	Source string `json:"source,omitempty"`
 	// Timeout bounds each delivery attempt. Default 10s.
-	Timeout Duration `json:"timeout,omitempty"`
+	Timeout metav1.Duration `json:"timeout,omitempty"`
 	// Retry is the retry policy.
-	Retry WebhookRetry `json:"retry"`
+	Retry Retry `json:"retry"`
 	// Format is cloudevents (CloudEvents 1.0 structured JSON) or watch
 	// (the Kubernetes watch event {"type","object"}). Default cloudevents.
 	Format string `json:"format,omitempty"`
@@ -66,9 +70,9 @@ type Webhook struct {
 	MaxEvents int `json:"maxEvents,omitempty"`
 }
 
-// WebhookResource selects the objects of one resource, as a list or watch
+// Resource selects the objects of one resource, as a list or watch
 // request would.
-type WebhookResource struct {
+type Resource struct {
 	// Resource is a name kubectl accepts (pods, deployments.apps, a CRD).
 	Resource string `json:"resource"`
 	// Namespace restricts to one namespace. Default all.
@@ -77,34 +81,34 @@ type WebhookResource struct {
 	FieldSelector string `json:"fieldSelector,omitempty"`
 }
 
-// WebhookRetry is a delivery retry policy. Once an event has been
+// Retry is a delivery retry policy. Once an event has been
 // attempted MaxAttempts times, or MaxAge after its first attempt, the
 // webhook gives up on it and sends a reset and the current state instead.
-type WebhookRetry struct {
+type Retry struct {
 	// MaxAttempts bounds attempts per event. Default 12.
 	MaxAttempts int `json:"maxAttempts,omitempty"`
 	// MaxAge bounds the time an event is retried. Default 1h.
-	MaxAge Duration `json:"maxAge,omitempty"`
+	MaxAge metav1.Duration `json:"maxAge,omitempty"`
 	// InitialBackoff is the first backoff ceiling; it doubles per attempt
 	// and the wait is drawn uniformly below it (full jitter). Default 1s.
-	InitialBackoff Duration `json:"initialBackoff,omitempty"`
+	InitialBackoff metav1.Duration `json:"initialBackoff,omitempty"`
 	// MaxBackoff caps the backoff ceiling. Default 5m.
-	MaxBackoff Duration `json:"maxBackoff,omitempty"`
+	MaxBackoff metav1.Duration `json:"maxBackoff,omitempty"`
 }
 
-// Webhook event types and formats.
+// Spec event types and formats.
 var (
-	WebhookEventTypes = []string{"added", "modified", "deleted", "sync"}
-	webhookName       = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	EventTypes = []string{"added", "modified", "deleted", "sync"}
+	validName  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 )
 
 // WithDefaults returns w with zero fields set to their defaults.
-func (w Webhook) WithDefaults() Webhook {
+func (w Spec) WithDefaults() Spec {
 	if len(w.EventTypes) == 0 {
-		w.EventTypes = append([]string(nil), WebhookEventTypes...)
+		w.EventTypes = append([]string(nil), EventTypes...)
 	}
-	if w.Timeout == 0 {
-		w.Timeout = Duration(10 * time.Second)
+	if w.Timeout.Duration == 0 {
+		w.Timeout = metav1.Duration{Duration: 10 * time.Second}
 	}
 	if w.Format == "" {
 		w.Format = "cloudevents"
@@ -116,20 +120,20 @@ func (w Webhook) WithDefaults() Webhook {
 	if r.MaxAttempts == 0 {
 		r.MaxAttempts = 12
 	}
-	if r.MaxAge == 0 {
-		r.MaxAge = Duration(time.Hour)
+	if r.MaxAge.Duration == 0 {
+		r.MaxAge = metav1.Duration{Duration: time.Hour}
 	}
-	if r.InitialBackoff == 0 {
-		r.InitialBackoff = Duration(time.Second)
+	if r.InitialBackoff.Duration == 0 {
+		r.InitialBackoff = metav1.Duration{Duration: time.Second}
 	}
-	if r.MaxBackoff == 0 {
-		r.MaxBackoff = Duration(5 * time.Minute)
+	if r.MaxBackoff.Duration == 0 {
+		r.MaxBackoff = metav1.Duration{Duration: 5 * time.Minute}
 	}
 	return w
 }
 
 // Secrets reads and decodes the webhook's signing secrets.
-func (w Webhook) Secrets() ([][]byte, error) {
+func (w Spec) Secrets() ([][]byte, error) {
 	var raw, from string
 	switch {
 	case w.SecretFile != "" && w.SecretEnv != "":
@@ -153,7 +157,7 @@ func (w Webhook) Secrets() ([][]byte, error) {
 	}
 	var out [][]byte
 	for i, s := range strings.Fields(raw) {
-		key, err := DecodeWebhookSecret(s)
+		key, err := DecodeSecret(s)
 		if err != nil {
 			// Never echo the secret itself.
 			return nil, fmt.Errorf("%s: secret %d: %w", from, i+1, err)
@@ -166,9 +170,9 @@ func (w Webhook) Secrets() ([][]byte, error) {
 	return out, nil
 }
 
-// DecodeWebhookSecret decodes a Standard Webhooks secret, "whsec_" followed
+// DecodeSecret decodes a Standard Webhooks secret, "whsec_" followed
 // by base64 of at least 24 bytes.
-func DecodeWebhookSecret(s string) ([]byte, error) {
+func DecodeSecret(s string) ([]byte, error) {
 	b64, ok := strings.CutPrefix(s, "whsec_")
 	if !ok {
 		return nil, errors.New(`want "whsec_" followed by base64`)
@@ -183,9 +187,9 @@ func DecodeWebhookSecret(s string) ([]byte, error) {
 	return key, nil
 }
 
-// ValidateWebhooks checks a webhook list, naming the webhook and field of
+// Validate checks a webhook list, naming the webhook and field of
 // each problem. It reads the secrets, so a missing one fails at load.
-func ValidateWebhooks(hooks []Webhook) error {
+func Validate(hooks []Spec) error {
 	var errs []error
 	seen := map[string]bool{}
 	for i, w := range hooks {
@@ -200,13 +204,13 @@ func ValidateWebhooks(hooks []Webhook) error {
 		switch {
 		case w.Name == "":
 			bad("name", "required")
-		case len(w.Name) > 63 || !webhookName.MatchString(w.Name):
+		case len(w.Name) > 63 || !validName.MatchString(w.Name):
 			bad("name", "%q: want lower case letters, digits and '-', at most 63 characters", w.Name)
 		case seen[w.Name]:
 			bad("name", "%q is used by another webhook", w.Name)
 		}
 		seen[w.Name] = true
-		if err := validateWebhookURL(w.URL); err != nil {
+		if err := validateURL(w.URL); err != nil {
 			bad("url", "%v", err)
 		}
 		if len(w.Resources) == 0 {
@@ -232,21 +236,21 @@ func ValidateWebhooks(hooks []Webhook) error {
 		types := map[string]bool{}
 		for _, t := range w.EventTypes {
 			switch {
-			case !contains(WebhookEventTypes, t):
+			case !slices.Contains(EventTypes, t):
 				bad("eventTypes", "%q: want added, modified, deleted or sync", t)
 			case types[t]:
 				bad("eventTypes", "%q is listed twice", t)
 			}
 			types[t] = true
 		}
-		if w.ResyncPeriod < 0 {
+		if w.ResyncPeriod.Duration < 0 {
 			bad("resyncPeriod", "must not be negative")
 		}
 		if _, err := w.Secrets(); err != nil {
 			bad("secret", "%v", err)
 		}
-		if w.Timeout <= 0 || time.Duration(w.Timeout) > 5*time.Minute {
-			bad("timeout", "%s: want more than 0 and at most 5m", time.Duration(w.Timeout))
+		if w.Timeout.Duration <= 0 || w.Timeout.Duration > 5*time.Minute {
+			bad("timeout", "%s: want more than 0 and at most 5m", w.Timeout.Duration)
 		}
 		switch w.Format {
 		case "cloudevents", "watch":
@@ -272,20 +276,20 @@ func ValidateWebhooks(hooks []Webhook) error {
 		}
 		for _, d := range []struct {
 			name string
-			v    Duration
-		}{{"maxAge", r.MaxAge}, {"initialBackoff", r.InitialBackoff}, {"maxBackoff", r.MaxBackoff}} {
+			v    time.Duration
+		}{{"maxAge", r.MaxAge.Duration}, {"initialBackoff", r.InitialBackoff.Duration}, {"maxBackoff", r.MaxBackoff.Duration}} {
 			if d.v < 0 {
 				bad("retry."+d.name, "must not be negative")
 			}
 		}
-		if r.InitialBackoff > r.MaxBackoff {
-			bad("retry.initialBackoff", "%s is more than maxBackoff %s", time.Duration(r.InitialBackoff), time.Duration(r.MaxBackoff))
+		if r.InitialBackoff.Duration > r.MaxBackoff.Duration {
+			bad("retry.initialBackoff", "%s is more than maxBackoff %s", r.InitialBackoff.Duration, r.MaxBackoff.Duration)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func validateWebhookURL(s string) error {
+func validateURL(s string) error {
 	if s == "" {
 		return errors.New("required")
 	}
@@ -306,13 +310,4 @@ func validateWebhookURL(s string) error {
 		return fmt.Errorf("%q: a fragment is not allowed", s)
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
