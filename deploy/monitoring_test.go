@@ -17,9 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"sigs.k8s.io/yaml"
 
-	"kubegate/internal/auth"
 	"kubegate/internal/testenv"
-	"kubegate/internal/webhook"
 )
 
 const monitoring = "monitoring/"
@@ -220,13 +218,9 @@ func gatewayMetrics(t *testing.T, env *testenv.Env) map[string]bool {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	rec := &recorder{Registerer: reg}
-	// As cmd/gateway/main.go registers them.
+	// As gateway.New registers them with its default registry.
 	rec.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	auth.NewMetrics(rec)
 	gw := startGateway(t, env.Config, gatewayOptions{Resources: []string{"configmaps"}, Registry: reg, Registerer: rec})
-	if _, err := webhook.New(webhook.Options{Resources: gw.mgr, Registerer: rec}); err != nil {
-		t.Fatal(err)
-	}
 	// The HTTP server registers on the registry itself: a list and a
 	// watch create its series.
 	ns := env.Namespace(t)

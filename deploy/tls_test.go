@@ -22,7 +22,6 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 
 	"kubegate/internal/config"
-	"kubegate/internal/servingcert"
 	"kubegate/internal/testenv"
 )
 
@@ -103,11 +102,7 @@ func TestTLSOverlay(t *testing.T) {
 	if cfg.TLS.CertFile != filepath.Join(secretDir, "tls.crt") || cfg.TLS.PrivateKeyFile != filepath.Join(secretDir, "tls.key") {
 		t.Fatalf("args %q serve %+v, not the Secret's tls.crt and tls.key", c.Args, cfg.TLS)
 	}
-	certs, err := servingcert.New(servingcert.Options{CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.PrivateKeyFile})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw := startGateway(t, env.Config, gatewayOptions{GetCertificate: certs.GetCertificate})
+	gw := startGateway(t, env.Config, gatewayOptions{TLS: cfg.TLS})
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(certPEM)
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: svcDNS}, ForceAttemptHTTP2: true}

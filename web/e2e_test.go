@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,8 +17,6 @@ import (
 
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap/zaptest"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,12 +25,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"kubegate/internal/auth"
+	"kubegate/internal/config"
 	"kubegate/internal/controlplane"
-	httpapi "kubegate/internal/http"
-	"kubegate/internal/informer"
+	"kubegate/internal/gateway"
+	"kubegate/internal/gateway/gatewaytest"
 	"kubegate/internal/testenv"
-	"kubegate/internal/ws"
-	"kubegate/web"
 )
 
 func TestMain(m *testing.M) {
@@ -44,60 +40,24 @@ func TestMain(m *testing.M) {
 // the page.
 const liveBudget = time.Second
 
-// gatewayOptions adjusts the in-process gateway of one test.
+// gatewayOptions adjusts the gateway of one test.
 type gatewayOptions struct {
-	informer func(*informer.Options)
-	http     func(*httpapi.Options)
+	config         func(*config.Config)
+	wrapAuthorizer func(auth.Authorizer) auth.Authorizer
 }
 
-// startGateway runs an informer.Manager, the WebSocket server and the HTTP
-// server with the dashboard, against the package's apiserver, until the
-// test ends. It returns the gateway's base URL.
+// startGateway runs the gateway with the dashboard as `make run` does
+// (no authentication, every read allowed) against the package's
+// apiserver, until the test ends. It returns the gateway's base URL.
 func startGateway(t *testing.T, o gatewayOptions) string {
 	t.Helper()
-	env := testenv.Get(t)
-	reg := prometheus.NewRegistry()
-	iopts := informer.Options{Config: env.Config, Logger: zaptest.NewLogger(t).Named("informer"), Registerer: reg}
-	if o.informer != nil {
-		o.informer(&iopts)
+	cfg := gatewaytest.Config()
+	cfg.Auth.Authn, cfg.Auth.Authz = "none", "always-allow"
+	cfg.ShutdownTimeout = config.Duration(5 * time.Second)
+	if o.config != nil {
+		o.config(&cfg)
 	}
-	mgr, err := informer.New(iopts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wsServer, err := ws.New(ws.Options{Manager: mgr, Logger: zaptest.NewLogger(t).Named("ws"), Registerer: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hopts := httpapi.Options{Manager: mgr, Listener: ln, Registry: reg, Logger: zaptest.NewLogger(t).Named("http"),
-		WebSocket: wsServer, Web: web.Handler(), ShutdownTimeout: 5 * time.Second}
-	if o.http != nil {
-		o.http(&hopts)
-	}
-	srv, err := httpapi.New(hopts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for name, start := range map[string]func(context.Context) error{"manager": mgr.Start, "http": srv.Start, "ws": wsServer.Start} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := start(ctx); err != nil {
-				t.Errorf("%s: %v", name, err)
-			}
-		}()
-	}
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-	})
-	return "http://" + ln.Addr().String()
+	return gatewaytest.Start(t, cfg, gateway.Options{WrapAuthorizer: o.wrapAuthorizer}).URL()
 }
 
 // chromiumPath finds Debian's chromium ($CHROMIUM overrides). Without it
@@ -538,7 +498,7 @@ func TestDashboardReconnect(t *testing.T) {
 	env := testenv.Get(t)
 	ctx := newBrowser(t)
 	const history = 20
-	base := startGateway(t, gatewayOptions{informer: func(o *informer.Options) { o.HistoryEvents = history }})
+	base := startGateway(t, gatewayOptions{config: func(c *config.Config) { c.Cache.HistoryEvents = history }})
 	ns := env.Namespace(t)
 	cms := env.Client.CoreV1().ConfigMaps(ns)
 	const n = 300
@@ -622,15 +582,7 @@ func TestDashboardReconnect(t *testing.T) {
 func TestDashboardToken(t *testing.T) {
 	env := testenv.Get(t)
 	ctx := newBrowser(t)
-	tr, err := auth.NewTokenReview(auth.TokenReviewOptions{Client: env.Client})
-	if err != nil {
-		t.Fatal(err)
-	}
-	authn, err := auth.NewBearer(auth.BearerOptions{Tokens: tr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := startGateway(t, gatewayOptions{http: func(o *httpapi.Options) { o.Authenticator = authn }})
+	base := startGateway(t, gatewayOptions{config: func(c *config.Config) { c.Auth.Authn = "kubernetes" }})
 	ns := env.Namespace(t)
 	if _, err := env.Client.CoreV1().ConfigMaps(ns).Create(t.Context(), configMap("secret-ish", nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"kubegate/internal/auth"
-	httpapi "kubegate/internal/http"
 )
 
 // noMetrics allows every read but not the path /metrics, as RBAC does for
@@ -26,7 +25,7 @@ func (noMetrics) AuthorizeNonResource(_ context.Context, u *auth.User, verb, pat
 // still sees readiness and the informers, not zeros.
 func TestDashboardStatusWithoutMetrics(t *testing.T) {
 	ctx := newBrowser(t)
-	base := startGateway(t, gatewayOptions{http: func(o *httpapi.Options) { o.Authorizer = noMetrics{} }})
+	base := startGateway(t, gatewayOptions{wrapAuthorizer: func(auth.Authorizer) auth.Authorizer { return noMetrics{} }})
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/#resource=configmaps")); err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"kubegate/internal/informer"
+	"kubegate/internal/config"
 	"kubegate/internal/testenv"
 )
 
@@ -103,7 +103,7 @@ func TestDashboard100k(t *testing.T) {
 	// The gateway starts the ConfigMaps' informer at once and is ready
 	// once it holds them all.
 	start = time.Now()
-	base := startGateway(t, gatewayOptions{informer: func(o *informer.Options) { o.Resources = []string{"configmaps"} }})
+	base := startGateway(t, gatewayOptions{config: func(c *config.Config) { c.Cache.Resources = []string{"configmaps"} }})
 	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		res, err := http.Get(base + "/readyz")
 		if err != nil {

@@ -6,27 +6,22 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap/zaptest"
 	"k8s.io/apimachinery/pkg/util/duration"
 
-	"kubegate/internal/auth"
+	"kubegate/internal/config"
 	"kubegate/internal/controlplane"
-	httpapi "kubegate/internal/http"
-	"kubegate/internal/informer"
+	"kubegate/internal/gateway"
+	"kubegate/internal/gateway/gatewaytest"
 	"kubegate/internal/testenv"
-	"kubegate/internal/ws"
 )
 
 func TestMain(m *testing.M) {
@@ -37,54 +32,16 @@ func TestMain(m *testing.M) {
 // tests can outrun it and get a RESET.
 const history = 30
 
-// startGateway runs an informer.Manager, the WebSocket server and the HTTP
-// API with token authentication (TokenReview against the test apiserver)
-// until the test ends, and returns the gateway's base URL.
+// startGateway runs the gateway with token authentication (TokenReview
+// against the test apiserver) and every read allowed until the test
+// ends, and returns its base URL.
 func startGateway(t *testing.T) string {
 	t.Helper()
-	env := testenv.Get(t)
-	reg := prometheus.NewRegistry()
-	mgr, err := informer.New(informer.Options{Config: env.Config, Logger: zaptest.NewLogger(t).Named("informer"), Registerer: reg, HistoryEvents: history})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wsServer, err := ws.New(ws.Options{Manager: mgr, Logger: zaptest.NewLogger(t).Named("ws"), Registerer: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := auth.NewTokenReview(auth.TokenReviewOptions{Client: env.Client})
-	if err != nil {
-		t.Fatal(err)
-	}
-	authn, err := auth.NewBearer(auth.BearerOptions{Tokens: tr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := httpapi.New(httpapi.Options{Manager: mgr, Listener: ln, Registry: reg, Logger: zaptest.NewLogger(t).Named("http"),
-		WebSocket: wsServer, Authenticator: authn, ShutdownTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for name, start := range map[string]func(context.Context) error{"manager": mgr.Start, "http": srv.Start, "ws": wsServer.Start} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := start(ctx); err != nil {
-				t.Errorf("%s: %v", name, err)
-			}
-		}()
-	}
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-	})
-	return "http://" + ln.Addr().String()
+	cfg := gatewaytest.Config()
+	cfg.Auth.Authz = "always-allow"
+	cfg.Cache.HistoryEvents = history
+	cfg.ShutdownTimeout = config.Duration(5 * time.Second)
+	return gatewaytest.Start(t, cfg, gateway.Options{}).URL()
 }
 
 // nodeTools finds node ($NODE overrides) and Debian's ws package ($NODE_WS

@@ -8,36 +8,27 @@ import (
 
 	"go.uber.org/zap"
 
-	"kubegate/internal/config"
-	"kubegate/internal/webhook"
+	"kubegate/internal/gateway"
 )
 
 // reloadWebhooks re-reads the --config file on every SIGHUP and applies
-// its webhooks section. Webhooks whose configuration did not change keep
-// their queues; an invalid file changes nothing and is logged. Other
-// settings need a restart.
-func reloadWebhooks(ctx context.Context, path string, hooks *webhook.Manager, log *zap.Logger) error {
+// its webhooks section (Gateway.ReloadWebhooks) until ctx ends. An
+// invalid file changes nothing and is logged.
+func reloadWebhooks(ctx context.Context, g *gateway.Gateway, log *zap.Logger) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-hup:
 		}
-		if path == "" {
-			log.Warn("SIGHUP: no --config file to re-read")
-			continue
-		}
-		c, err := config.Load(path, config.Default())
-		if err == nil {
-			err = hooks.Apply(ctx, c.Webhooks)
-		}
+		n, err := g.ReloadWebhooks(ctx)
 		if err != nil {
 			log.Error("SIGHUP: webhooks not reloaded; the previous configuration stays in effect", zap.Error(err))
 			continue
 		}
-		log.Info("SIGHUP: webhooks reloaded", zap.Int("webhooks", len(c.Webhooks)))
+		log.Info("SIGHUP: webhooks reloaded", zap.Int("webhooks", n))
 	}
 }

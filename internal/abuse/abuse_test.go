@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"kubegate/internal/config"
-	"kubegate/internal/ws"
+	"kubegate/internal/testenv"
 )
 
 // TestClientsThatDoNotRead: clients that subscribe and then never read,
@@ -31,15 +31,15 @@ func TestClientsThatDoNotRead(t *testing.T) {
 	const n = 10       // clients of each kind
 	const flooders = 1 // clients that send pings and never read
 	big := bigNamespace(t, 8, 900<<10)
-	s := newScene(t, gatewayOptions{ws: func(o *ws.Options) {
+	s := newScene(t, gatewayOptions{config: func(c *config.Config) {
 		// Writes start as soon as a subscription does and time out 1s
 		// later; pings start after 5s and time out 2s later. So clients
 		// with data are dropped by the write timeout, unless starting the
 		// subscription took over 5s (a machine under heavy load), and
 		// idle ones by the pong timeout.
-		o.WriteTimeout = time.Second
-		o.PingInterval = 5 * time.Second
-		o.PongTimeout = 2 * time.Second
+		c.WebSocket.WriteTimeout = config.Duration(time.Second)
+		c.WebSocket.PingInterval = config.Duration(5 * time.Second)
+		c.WebSocket.PongTimeout = config.Duration(2 * time.Second)
 	}})
 	g := s.g
 
@@ -81,7 +81,7 @@ func TestClientsThatDoNotRead(t *testing.T) {
 		}()
 	}
 
-	eventually(t, "every client to be attached", func() bool {
+	testenv.Eventually(t, "every client to be attached", func() bool {
 		return g.metric(t, "kubegate_ws_subscriptions") == 3*n+1 || dropped() > 0
 	})
 	attached := measure()
@@ -182,7 +182,7 @@ func TestOversizedFrames(t *testing.T) {
 			t.Fatalf("after a 1 MiB frame: %v, want close 1009", err)
 		}
 	}
-	eventually(t, "the too_big closes to be counted", func() bool {
+	testenv.Eventually(t, "the too_big closes to be counted", func() bool {
 		return g.metric(t, "kubegate_ws_closes_total", "reason", "too_big") == n
 	})
 	peak := s.finish(t, attached)
@@ -306,9 +306,9 @@ func TestGarbage(t *testing.T) {
 // limit (50 tokens left, plus about one per second since).
 func TestSubscribeFlood(t *testing.T) {
 	const perRound = 5000
-	s := newScene(t, gatewayOptions{ws: func(o *ws.Options) {
-		o.SubscribeRate = 1
-		o.SubscribeBurst = 150
+	s := newScene(t, gatewayOptions{config: func(c *config.Config) {
+		c.WebSocket.SubscribeRate = 1
+		c.WebSocket.SubscribeBurst = 150
 	}})
 	g := s.g
 	ctx := context.Background()
@@ -372,7 +372,7 @@ func TestSubscribeFlood(t *testing.T) {
 	}
 
 	flood(1)
-	eventually(t, "every subscribe of round 1 to be answered", answered(perRound))
+	testenv.Eventually(t, "every subscribe of round 1 to be answered", answered(perRound))
 	mu.Lock()
 	if unexpected > 0 {
 		t.Fatalf("%d unexpected frames, first %s", unexpected, firstUnexpected)
@@ -394,13 +394,13 @@ func TestSubscribeFlood(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "the unsubscribes to be acknowledged", func() bool {
+	testenv.Eventually(t, "the unsubscribes to be acknowledged", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return unsubscribed == len(ids)
 	})
 	flood(2)
-	eventually(t, "every subscribe of round 2 to be answered", answered(2*perRound))
+	testenv.Eventually(t, "every subscribe of round 2 to be answered", answered(2*perRound))
 	mu.Lock()
 	acks2, capped2 := len(acked)-len(ids), capped-(perRound-100)
 	t.Logf("round 1: 100 acks, %d capped; round 2: %d acks, %d too fast, %d capped", perRound-100, acks2, tooFast, capped2)
@@ -416,7 +416,7 @@ func TestSubscribeFlood(t *testing.T) {
 	}
 	_ = conn.Close(websocket.StatusNormalClosure, "")
 	<-readerDone
-	eventually(t, "the subscriptions to end", func() bool { return g.metric(t, "kubegate_ws_subscriptions") == 1 })
+	testenv.Eventually(t, "the subscriptions to end", func() bool { return g.metric(t, "kubegate_ws_subscriptions") == 1 })
 	s.finish(t, attached)
 }
 
@@ -427,7 +427,7 @@ func TestSubscribeFlood(t *testing.T) {
 // default it would answer 429 after 200 (TestThousandSocketsFromOneIdentity).
 func TestConnectCloseLoop(t *testing.T) {
 	const loops, perLoop = 2, 1000
-	s := newScene(t, gatewayOptions{auth: func(a *config.Auth) { a.UserQPS = 0 }})
+	s := newScene(t, gatewayOptions{config: func(c *config.Config) { c.Auth.UserQPS = 0 }})
 	g := s.g
 	ctx := context.Background()
 	errs := make(chan error, loops)
@@ -475,7 +475,7 @@ func TestConnectCloseLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	bounded(t, s.base, attached, 2*loops+1)
-	eventually(t, "the subscriptions to end", func() bool { return g.metric(t, "kubegate_ws_subscriptions") == 1 })
+	testenv.Eventually(t, "the subscriptions to end", func() bool { return g.metric(t, "kubegate_ws_subscriptions") == 1 })
 	if n := g.metric(t, "kubegate_ws_closes_total"); n < loops*perLoop {
 		t.Fatalf("%v closes counted, want at least %d", n, loops*perLoop)
 	}

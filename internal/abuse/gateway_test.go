@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,21 +14,17 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
-	"kubegate/internal/auth"
 	"kubegate/internal/config"
 	"kubegate/internal/controlplane"
-	httpapi "kubegate/internal/http"
-	"kubegate/internal/informer"
-	"kubegate/internal/namespaces"
+	kgateway "kubegate/internal/gateway"
+	"kubegate/internal/gateway/gatewaytest"
 	"kubegate/internal/testenv"
 	"kubegate/internal/ws"
 )
@@ -90,10 +85,11 @@ func token(t testing.TB, user string) string {
 	return tok
 }
 
-// gateway is the serving stack as cmd/gateway wires it with the default
-// configuration (config.Default): TokenReview, SubjectAccessReview,
-// per-user rate limits, the HTTP server and the WebSocket server, against
-// the test apiserver. Only the WebSocket options a test names differ.
+// gateway is the gateway as cmd/gateway builds it (gateway.New) with the
+// default configuration (config.Default): TokenReview,
+// SubjectAccessReview, per-user rate limits, the WebSocket limits, the
+// HTTP server, against the test apiserver. Only the settings a test
+// names differ.
 type gateway struct {
 	addr   string // host:port
 	reg    *prometheus.Registry
@@ -103,126 +99,31 @@ type gateway struct {
 
 // gatewayOptions changes startGateway's configuration.
 type gatewayOptions struct {
-	ws   func(*ws.Options)
-	auth func(*config.Auth)
+	config func(*config.Config)
 }
 
 func startGateway(t *testing.T, o gatewayOptions) *gateway {
 	t.Helper()
 	grantReaders(t)
-	env := testenv.Get(t)
+	cfg := gatewaytest.Config()
+	if o.config != nil {
+		o.config(&cfg)
+	}
 	// Warnings and errors only: a debug line per refused socket would cost
 	// more than the abuse itself under -race.
-	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
-	cfg := config.Default()
-	if o.auth != nil {
-		o.auth(&cfg.Auth)
-	}
-	reg := prometheus.NewRegistry()
-
-	mgr, err := informer.New(informer.Options{Config: env.Config, Logger: log.Named("informer"), Registerer: reg,
-		HistoryEvents: cfg.Cache.HistoryEvents, MinResync: time.Duration(cfg.Cache.MinResync)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := auth.NewMetrics(reg)
-	a := cfg.Auth
-	tr, err := auth.NewTokenReview(auth.TokenReviewOptions{Client: env.Client, Metrics: m, Logger: log,
-		SuccessTTL: time.Duration(a.TokenSuccessTTL), FailureTTL: time.Duration(a.TokenFailureTTL)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bearer, err := auth.NewBearer(auth.BearerOptions{Tokens: tr, Metrics: m, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	authz, err := auth.NewSubjectAccessReview(auth.SubjectAccessReviewOptions{
-		Client: env.Client, Namespaces: namespaces.FromInformer(mgr), Metrics: m, Logger: log,
-		AllowTTL: time.Duration(a.AllowTTL), DenyTTL: time.Duration(a.DenyTTL), ScanTTL: time.Duration(a.NamespaceScanTTL),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	limiter := auth.NewRateLimiter(auth.RateLimitOptions{QPS: a.UserQPS, Burst: a.UserBurst, MaxInflight: a.UserMaxInflight}, m)
-	wo := ws.Options{Manager: mgr, Authorizer: authz, RecheckInterval: time.Duration(a.RecheckInterval),
-		Logger: log.Named("ws"), Registerer: reg}
-	if o.ws != nil {
-		o.ws(&wo)
-	}
-	wsServer, err := ws.New(wo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := httpapi.New(httpapi.Options{
-		Manager: mgr, Listener: ln, Logger: log.Named("http"), Registry: reg,
-		Authenticator: bearer, Authorizer: authz, RateLimiter: limiter,
-		RecheckInterval: time.Duration(a.RecheckInterval), WebSocket: wsServer,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 3)
-	go func() { done <- mgr.Start(ctx) }()
-	go func() { done <- wsServer.Start(ctx) }()
-	go func() { done <- srv.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		for range 3 {
-			if err := <-done; err != nil {
-				t.Errorf("stop: %v", err)
-			}
-		}
-	})
+	g := gatewaytest.Start(t, cfg, kgateway.Options{Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))})
 	tokens := map[string]string{}
 	for _, u := range []string{abuser, bystand, newcomer} {
 		tokens[u] = token(t, u)
 	}
-	return &gateway{addr: ln.Addr().String(), reg: reg, ws: wsServer, tokens: tokens}
+	return &gateway{addr: g.Addr().String(), reg: g.Registry(), ws: g.WebSocket(), tokens: tokens}
 }
 
 // metric sums the samples of a counter or gauge whose labels include the
 // given name=value pairs.
 func (g *gateway) metric(t testing.TB, name string, labels ...string) float64 {
 	t.Helper()
-	mfs, err := g.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	samples:
-		for _, m := range mf.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				if !hasLabel(m, labels[i], labels[i+1]) {
-					continue samples
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				sum += m.Counter.GetValue()
-			case m.Gauge != nil:
-				sum += m.Gauge.GetValue()
-			}
-		}
-	}
-	return sum
-}
-
-func hasLabel(m *dto.Metric, name, value string) bool {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name && l.GetValue() == value {
-			return true
-		}
-	}
-	return false
+	return testenv.Metric(t, g.reg, name, labels...)
 }
 
 // dial opens a WebSocket as user. A refused handshake returns the
@@ -328,15 +229,6 @@ func subscribe(id, namespace string) map[string]any {
 }
 
 // eventually polls cond until it holds; 60s is a failure bound.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 60*time.Second, true,
-		func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatalf("timed out waiting for %s", what)
-	}
-}
-
 func createCM(t *testing.T, ns, name string, data map[string]string) *corev1.ConfigMap {
 	t.Helper()
 	cm, err := testenv.Get(t).Client.CoreV1().ConfigMaps(ns).Create(context.Background(),

@@ -136,7 +136,7 @@ func (b *bystander) checkpoint(t *testing.T) int64 {
 	t.Helper()
 	target := b.sent.Load()
 	var err error
-	eventually(t, fmt.Sprintf("the bystander to receive update %d", target), func() bool {
+	testenv.Eventually(t, fmt.Sprintf("the bystander to receive update %d", target), func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		err = b.err
@@ -193,7 +193,7 @@ func newScene(t *testing.T, o gatewayOptions) *scene {
 func (s *scene) finish(t *testing.T, attached figures) (peak figures) {
 	t.Helper()
 	n := s.by.checkpoint(t)
-	eventually(t, "only the bystander's socket, subscription and listener to be left", func() bool {
+	testenv.Eventually(t, "only the bystander's socket, subscription and listener to be left", func() bool {
 		return s.g.ws.Sockets() == 1 && s.g.metric(t, "kubegate_ws_subscriptions") == 1 &&
 			s.g.metric(t, "kubegate_listener_active") == 1
 	})

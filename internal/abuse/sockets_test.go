@@ -137,7 +137,7 @@ func TestThousandSocketsFromOneIdentity(t *testing.T) {
 
 	// Every attempt has been answered or upgraded; wait for the closes of
 	// the upgraded sockets over the limit.
-	eventually(t, "the sockets over the limit to be closed", func() bool {
+	testenv.Eventually(t, "the sockets over the limit to be closed", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(unexpected) > 0 || len(open)-closed <= limit
@@ -155,7 +155,7 @@ func TestThousandSocketsFromOneIdentity(t *testing.T) {
 		t.Fatalf("kubegate_ws_rejected_total{max_sockets_per_client} = %v, want %d", n, closed)
 	}
 	mu.Unlock()
-	eventually(t, "the gateway to count the sockets", func() bool { return g.ws.Sockets() == limit+1 })
+	testenv.Eventually(t, "the gateway to count the sockets", func() bool { return g.ws.Sockets() == limit+1 })
 	during := measure()
 	bounded(t, base, during, limit+1)
 
@@ -170,7 +170,7 @@ func TestThousandSocketsFromOneIdentity(t *testing.T) {
 	}
 	_ = bob.c.Close(websocket.StatusNormalClosure, "")
 	readers.Wait()
-	eventually(t, "every socket and listener to be gone", func() bool {
+	testenv.Eventually(t, "every socket and listener to be gone", func() bool {
 		return g.ws.Sockets() == 0 && g.metric(t, "kubegate_listener_active") == 0
 	})
 	after := settle(t, base, afterTolerance)
@@ -221,7 +221,7 @@ func warmUp(t *testing.T, g *gateway, ns string) {
 		}
 		_ = c.Close(websocket.StatusNormalClosure, "")
 	}
-	eventually(t, "the warm-up sockets to close", func() bool { return g.ws.Sockets() == 0 })
+	testenv.Eventually(t, "the warm-up sockets to close", func() bool { return g.ws.Sockets() == 0 })
 }
 
 // TestThousandSilentSocketsFromOneIdentity: the same flood from a client
@@ -285,7 +285,7 @@ func TestThousandSilentSocketsFromOneIdentity(t *testing.T) {
 	if upgraded+refused != attempts {
 		t.Fatalf("answers by status: %v", statuses)
 	}
-	eventually(t, "the gateway to hold the limit", func() bool { return g.ws.Sockets() == limit })
+	testenv.Eventually(t, "the gateway to hold the limit", func() bool { return g.ws.Sockets() == limit })
 	attached := measure()
 	// Two goroutines per open socket, one per refused socket waiting for
 	// its close reply; the in-flight limit bounds both together.
@@ -296,7 +296,7 @@ func TestThousandSilentSocketsFromOneIdentity(t *testing.T) {
 	for _, c := range conns {
 		c.Close()
 	}
-	eventually(t, "every socket to be gone", func() bool { return g.ws.Sockets() == 0 })
+	testenv.Eventually(t, "every socket to be gone", func() bool { return g.ws.Sockets() == 0 })
 	after := settle(t, base, afterTolerance)
 	report(t, base, attached, peak.stop(), after)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -27,9 +26,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	"kubegate/internal/auth"
-	httpapi "kubegate/internal/http"
-	"kubegate/internal/informer"
-	"kubegate/internal/namespaces"
+	"kubegate/internal/config"
+	kgateway "kubegate/internal/gateway"
+	"kubegate/internal/gateway/gatewaytest"
 	"kubegate/internal/testenv"
 	"kubegate/internal/ws"
 )
@@ -68,75 +67,25 @@ type gatewayOptions struct {
 
 func startGatewayWith(t testing.TB, o gatewayOptions) *gateway {
 	t.Helper()
-	env := testenv.Get(t)
-	log := o.log
-	if o.recheck == 0 {
-		o.recheck = e2eRecheck
+	cfg := gatewaytest.Config()
+	cfg.Auth.RecheckInterval = config.Duration(e2eRecheck)
+	if o.recheck != 0 {
+		cfg.Auth.RecheckInterval = config.Duration(o.recheck)
 	}
-	mgr, err := informer.New(informer.Options{Config: env.Config, Logger: log.Named("informer")})
-	if err != nil {
-		t.Fatal(err)
+	cfg.Auth.TokenSuccessTTL = config.Duration(e2eTokenTTL)
+	cfg.Auth.AllowTTL = config.Duration(e2eAllowTTL)
+	cfg.Auth.DenyTTL = config.Duration(200 * time.Millisecond)
+	if o.alwaysAllow {
+		cfg.Auth.Authz = "always-allow"
 	}
-	var tr auth.TokenAuthenticator = o.tokens
-	if tr == nil {
-		if tr, err = auth.NewTokenReview(auth.TokenReviewOptions{Client: env.Client, SuccessTTL: e2eTokenTTL, Logger: log}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bearer, err := auth.NewBearer(auth.BearerOptions{Tokens: tr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	login, err := auth.NewLogin(auth.LoginOptions{Tokens: tr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var authz auth.Authorizer = auth.AlwaysAllow{}
-	if !o.alwaysAllow {
-		if authz, err = auth.NewSubjectAccessReview(auth.SubjectAccessReviewOptions{
-			Client: env.Client, Namespaces: namespaces.FromInformer(mgr),
-			AllowTTL: e2eAllowTTL, DenyTTL: 200 * time.Millisecond, Logger: log,
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if o.authorizer != nil {
-		authz = o.authorizer(authz)
-	}
-	wsServer, err := ws.New(ws.Options{Manager: mgr, Authorizer: authz, RecheckInterval: o.recheck, Logger: log.Named("ws"),
-		MaxSocketsPerClient: 10000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := httpapi.New(httpapi.Options{
-		Manager: mgr, Listener: ln, Logger: log.Named("http"),
-		Authenticator: bearer, Authorizer: authz, Login: login, RecheckInterval: o.recheck,
-		WebSocket: wsServer,
-		// Tests here read /metrics to see streams end; its own
-		// authorization is tested in internal/http.
-		OpenMetrics: true,
+	// Tests here read /metrics to see streams end; its own authorization
+	// is tested in internal/http.
+	cfg.Auth.Metrics = "none"
+	cfg.WebSocket.MaxSocketsPerClient = 10000
+	g := gatewaytest.Start(t, cfg, kgateway.Options{
+		Logger: o.log, TokenAuthenticator: o.tokens, WrapAuthorizer: o.authorizer,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 3)
-	go func() { done <- mgr.Start(ctx) }()
-	go func() { done <- wsServer.Start(ctx) }()
-	go func() { done <- srv.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		for range 3 {
-			if err := <-done; err != nil {
-				t.Errorf("stop: %v", err)
-			}
-		}
-	})
-	return &gateway{base: "http://" + ln.Addr().String()}
+	return &gateway{base: g.URL()}
 }
 
 type frame struct {

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"net"
 	"sync"
 
 	"encoding/base64"
@@ -34,10 +33,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"kubegate/internal/config"
-	httpapi "kubegate/internal/http"
+	"kubegate/internal/gateway"
+	"kubegate/internal/gateway/gatewaytest"
 	"kubegate/internal/informer"
 	"kubegate/internal/webhook"
-	"kubegate/internal/ws"
 )
 
 // clientView is what one client holds, built from its events: name →
@@ -196,47 +195,13 @@ func (v *clientView) told(name string, rv uint64) bool {
 	return v.seen[name][rv]
 }
 
-// serveGateway serves the manager's resources over the gateway's REST API
-// and WebSocket on loopback until the test ends. It returns a clientset
-// for the REST API and the WebSocket URL.
-func serveGateway(t *testing.T, m *informer.Manager) (kubernetes.Interface, string) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	wss, err := ws.New(ws.Options{Manager: m, Logger: zaptest.NewLogger(t).Named("ws")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := httpapi.New(httpapi.Options{Manager: m, Listener: ln, WebSocket: wss,
-		Logger: zaptest.NewLogger(t).Named("http"), ShutdownTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 2)
-	go func() { done <- s.Start(ctx) }()
-	go func() { done <- wss.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		for range 2 {
-			if err := <-done; err != nil {
-				t.Errorf("gateway server: %v", err)
-			}
-		}
-	})
-	cs, err := kubernetes.NewForConfig(&rest.Config{Host: "http://" + ln.Addr().String(), QPS: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs, "ws://" + ln.Addr().String() + "/ws"
-}
-
-// deliverTo runs a webhook for the namespace's config maps in the
-// Kubernetes watch format, delivered to a receiver that keeps v, until
-// the test ends.
-func deliverTo(t *testing.T, m *informer.Manager, ns string, v *clientView) {
+// startGateway runs the gateway as cmd/gateway builds it (gateway.New),
+// reading from the apiserver through rc, with no authentication and every
+// read allowed, until the test ends. Its one webhook sends the config
+// maps of ns in the Kubernetes watch format to a receiver that keeps v.
+// It returns the gateway's cache, a clientset for its REST API and its
+// WebSocket URL.
+func startGateway(t *testing.T, rc *rest.Config, log *zap.Logger, ns string, v *clientView) (*informer.Manager, kubernetes.Interface, string) {
 	t.Helper()
 	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var ev struct {
@@ -254,22 +219,18 @@ func deliverTo(t *testing.T, m *informer.Manager, ns string, v *clientView) {
 	if err := os.WriteFile(secret, []byte("whsec_"+base64.StdEncoding.EncodeToString(make([]byte, 32))), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	hooks, err := webhook.New(webhook.Options{Resources: m, Logger: zaptest.NewLogger(t).Named("webhook"),
-		Webhooks: []config.Webhook{{Name: "relist", URL: rcv.URL, Format: "watch", SecretFile: secret,
-			Resources:      []config.WebhookResource{{Resource: "configmaps", Namespace: ns}},
-			AllowAddresses: []string{"127.0.0.0/8"}}}})
+	cfg := gatewaytest.Config()
+	cfg.Auth.Authn, cfg.Auth.Authz = "none", "always-allow"
+	cfg.ShutdownTimeout = config.Duration(5 * time.Second)
+	cfg.Webhooks = []webhook.Spec{{Name: "relist", URL: rcv.URL, Format: "watch", SecretFile: secret,
+		Resources:      []webhook.Resource{{Resource: "configmaps", Namespace: ns}},
+		AllowAddresses: []string{"127.0.0.0/8"}}}
+	g := gatewaytest.Start(t, cfg, gateway.Options{RESTConfig: rc, Logger: log})
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: g.URL(), QPS: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- hooks.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("webhooks: %v", err)
-		}
-	})
+	return g.Informers(), cs, "ws://" + g.Addr().String() + "/ws"
 }
 
 // wsFrame is a kubegate.v1 server frame, as docs/protocol.md gives it.
@@ -486,29 +447,29 @@ func TestRelistUnderLoad(t *testing.T) {
 	p := newFaultProxy(t, "/api/v1/configmaps")
 	// The upstream logs each relist with the list's resourceVersion.
 	core, logs := observer.New(zapcore.InfoLevel)
-	m := startManagerWith(t, informer.Options{Config: p.config(),
-		Logger: zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core))})
+	// A webhook receiver. Its webhook sends only changes, so it starts
+	// from the objects as they are before the burst.
+	hookView := newClientView("webhook receiver", nil)
+	m, gw, wsURL := startGateway(t, p.config(), zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core)), ns, hookView)
 	r := configMaps(t, m)
+	// Nothing changes before the burst: the receiver starts from the
+	// objects as they are.
+	objs, _ := r.List(&informer.Filter{Namespace: ns})
+	hookView.mu.Lock()
+	for _, o := range objs {
+		hookView.state[o.Name] = o.RV
+	}
+	hookView.mu.Unlock()
 
 	live := newListenerClient(t, "live from a snapshot", r, informer.ListenerOptions{Filter: informer.Filter{Namespace: ns}, SendInitialEvents: true}, nil)
 	live.apply() // the snapshot
 
 	// Clients of the REST API: a client-go shared informer (watch-list),
 	// and one that LISTs mid-burst and watches from the LIST's version.
-	gw, wsURL := serveGateway(t, m)
 	// A WebSocket subscriber from a snapshot; after the relist it drops
 	// its socket and resumes from its resume point.
 	wsView := newClientView("WebSocket, resumed after the relist", nil)
 	sub := dialSub(t, wsURL, ns, "", wsView)
-	// A webhook receiver. Its webhook sends only changes, so it starts
-	// from the objects as they are before the burst.
-	objs, _ := r.List(&informer.Filter{Namespace: ns})
-	before := map[string]uint64{}
-	for _, o := range objs {
-		before[o.Name] = o.RV
-	}
-	hookView := newClientView("webhook receiver", before)
-	deliverTo(t, m, ns, hookView)
 	restInformer := newClientView("client-go informer via REST", nil)
 	f := informers.NewSharedInformerFactoryWithOptions(gw, 0, informers.WithNamespace(ns))
 	inf := f.Core().V1().ConfigMaps().Informer()

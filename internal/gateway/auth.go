@@ -1,4 +1,4 @@
-package main
+package gateway
 
 import (
 	"fmt"
@@ -33,7 +33,7 @@ type authParts struct {
 // --authentication-kubeconfig and --authorization-kubeconfig when set (a
 // gateway reading from another kubegate, which serves no reviews). It
 // fails when the apiserver chosen for a review does not serve it.
-func newAuth(cfg config.Config, kc *rest.Config, mgr *informer.Manager, reg prometheus.Registerer, log *zap.Logger) (*authParts, error) {
+func newAuth(cfg config.Config, kc *rest.Config, mgr *informer.Manager, reg prometheus.Registerer, log *zap.Logger, opts Options) (*authParts, error) {
 	c := cfg.Auth
 	m := auth.NewMetrics(reg)
 	p := &authParts{limiter: auth.NewRateLimiter(auth.RateLimitOptions{
@@ -41,8 +41,11 @@ func newAuth(cfg config.Config, kc *rest.Config, mgr *informer.Manager, reg prom
 	}, m)}
 
 	var tokens auth.TokenAuthenticator
-	switch c.Authn {
-	case "kubernetes":
+	switch {
+	case c.Authn != "none" && opts.TokenAuthenticator != nil:
+		tokens = opts.TokenAuthenticator
+		log.Info("authentication: bearer tokens checked by the authenticator given")
+	case c.Authn == "kubernetes":
 		client, host, err := reviewClient(cfg, kc, tokenReviewAPI)
 		if err != nil {
 			return nil, err
@@ -58,14 +61,14 @@ func newAuth(cfg config.Config, kc *rest.Config, mgr *informer.Manager, reg prom
 		tokens = tr
 		log.Info("authentication: bearer tokens checked with TokenReview", zap.String("apiserver", host),
 			zap.Duration("successTTL", time.Duration(c.TokenSuccessTTL)), zap.Duration("failureTTL", time.Duration(c.TokenFailureTTL)))
-	case "token-file":
+	case c.Authn == "token-file":
 		tf, err := auth.LoadTokenFile(c.TokenFile)
 		if err != nil {
 			return nil, err
 		}
 		tokens = tf
 		log.Info("authentication: static token file", zap.String("file", c.TokenFile), zap.Int("tokens", tf.Len()))
-	case "none":
+	case c.Authn == "none":
 		p.authenticator = auth.Anonymous{}
 		log.Warn("AUTHENTICATION IS DISABLED (--authn=none): every caller is system:anonymous",
 			zap.String("listen", cfg.Listen), zap.Bool("loopback", config.IsLoopback(cfg.Listen)))
@@ -119,6 +122,9 @@ func newAuth(cfg config.Config, kc *rest.Config, mgr *informer.Manager, reg prom
 	default:
 		return nil, fmt.Errorf("unknown --authz %q", c.Authz)
 	}
+	if opts.WrapAuthorizer != nil {
+		p.authorizer = opts.WrapAuthorizer(p.authorizer)
+	}
 	return p, nil
 }
 
@@ -162,7 +168,7 @@ func reviewClient(cfg config.Config, kc *rest.Config, api reviewAPI) (client kub
 	if path := api.kubeconfig(cfg.Auth); path != "" {
 		c := cfg
 		c.Kubeconfig = path
-		if rc, _, err = clientConfig(c); err != nil {
+		if rc, _, err = clientConfig(c, nil); err != nil {
 			return nil, "", fmt.Errorf("%s: %w", api.flag, err)
 		}
 		source = api.flag + "'s apiserver"

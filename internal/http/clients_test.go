@@ -309,7 +309,7 @@ func TestKubectlCustomResourcesAndWatch(t *testing.T) {
 	// The first pod shows in kubectl's initial list; the second can only
 	// arrive through its watch.
 	createPod(t, env.Client, ns, "listed-1", nil)
-	eventually(t, "listed-1 in the cache", func() bool {
+	testenv.Eventually(t, "listed-1 in the cache", func() bool {
 		return do(t, "GET", gw+"/api/v1/namespaces/"+ns+"/pods/listed-1").code == 200
 	})
 	cmd = exec.CommandContext(t.Context(), kubectl, append(base, "get", "pods", "-n", ns, "-w")...)
@@ -465,7 +465,7 @@ func TestKubectlTablesMatchAPIServer(t *testing.T) {
 			want := run(true, args...)
 			var got string
 			// The gateway's cache may trail the writes above by a moment.
-			eventually(t, "the gateway to list as many rows as the apiserver", func() bool {
+			testenv.Eventually(t, "the gateway to list as many rows as the apiserver", func() bool {
 				got = run(false, args...)
 				return strings.Count(got, "\n") >= strings.Count(want, "\n")
 			})

@@ -107,7 +107,7 @@ func TestWatchEndsWhenItsResourceGoes(t *testing.T) {
 	env.CreateCRD(t, testenv.NewCRD(gizmosGVR.Group, gizmosGVR.Resource, "Gizmo"))
 	createGizmo(t, env, ns, "g3")
 	// The gateway looks unknown names up in discovery at most every 5s.
-	eventually(t, "the gateway to serve the new gizmos", func() bool {
+	testenv.Eventually(t, "the gateway to serve the new gizmos", func() bool {
 		l, err := viaGateway.Resource(gizmosGVR).Namespace(ns).List(t.Context(), metav1.ListOptions{})
 		return err == nil && len(l.Items) == 1 && l.Items[0].GetName() == "g3"
 	})

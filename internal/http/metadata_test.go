@@ -40,7 +40,7 @@ func TestMetadataOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the ConfigMaps in the cache", func() bool {
+	testenv.Eventually(t, "the ConfigMaps in the cache", func() bool {
 		return len(getList(t, gw+"/api/v1/namespaces/"+ns+"/configmaps").Items) == 3
 	})
 

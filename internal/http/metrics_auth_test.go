@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +23,7 @@ import (
 
 	"kubegate/internal/auth"
 	"kubegate/internal/informer"
+	"kubegate/internal/livequery/wire"
 	"kubegate/internal/testenv"
 )
 
@@ -134,7 +136,7 @@ func TestMetricsNeedANonResourceAuthorizer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = New(Options{Manager: mgr, Authorizer: resourceOnly{}, Listener: nopListener{}})
+	_, err = New(Options{Manager: mgr, Tables: wire.NewTables(mgr, zap.NewNop()), Authorizer: resourceOnly{}, Listener: nopListener{}})
 	if err == nil || !strings.Contains(err.Error(), "cannot authorize /metrics") {
 		t.Fatalf("err = %v", err)
 	}

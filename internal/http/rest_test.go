@@ -30,6 +30,7 @@ import (
 
 	"kubegate/internal/auth"
 	"kubegate/internal/informer"
+	"kubegate/internal/livequery/wire"
 	"kubegate/internal/testenv"
 )
 
@@ -54,9 +55,15 @@ func startStoppableGateway(t *testing.T, mod func(*Options)) (string, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := Options{Manager: mgr, Listener: ln, Logger: zaptest.NewLogger(t).Named("http"), ShutdownTimeout: 5 * time.Second}
+	log := zaptest.NewLogger(t)
+	opts := Options{Manager: mgr, Listener: ln, Logger: log.Named("http"), ShutdownTimeout: 5 * time.Second}
 	if mod != nil {
 		mod(&opts)
+	}
+	if opts.Tables == nil {
+		opts.Tables = wire.NewTables(mgr, log.Named("livequery"))
+		// Stopped after the server (cleanups run last first).
+		t.Cleanup(opts.Tables.Run())
 	}
 	s, err := New(opts)
 	if err != nil {
@@ -169,16 +176,6 @@ func createConfigMaps(t *testing.T, cs kubernetes.Interface, ns string, labels m
 	}
 }
 
-// eventually polls cond every 20ms for up to 30s (a failure bound).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true,
-		func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatalf("timed out waiting for %s", what)
-	}
-}
-
 func TestRESTListAndGet(t *testing.T) {
 	env := testenv.Get(t)
 	ns := env.Namespace(t)
@@ -197,7 +194,7 @@ func TestRESTListAndGet(t *testing.T) {
 			wantNames = append(wantNames, cm.Name)
 		}
 		var got list
-		eventually(t, "the gateway to list the configmaps", func() bool {
+		testenv.Eventually(t, "the gateway to list the configmaps", func() bool {
 			got = getList(t, base)
 			return slices.Equal(got.names(), wantNames)
 		})
@@ -251,7 +248,7 @@ func TestRESTListAndGet(t *testing.T) {
 		}
 		// A change after the first page does not show in later pages.
 		createConfigMaps(t, env.Client, ns, nil, "cm-25")
-		eventually(t, "cm-25 in the cache", func() bool { return do(t, "GET", base+"/cm-25").code == 200 })
+		testenv.Eventually(t, "cm-25 in the cache", func() bool { return do(t, "GET", base+"/cm-25").code == 200 })
 		p2 := getList(t, base+"?limit=2&continue="+url.QueryEscape(p1.Metadata.Continue))
 		p3 := getList(t, base+"?limit=2&continue="+url.QueryEscape(p2.Metadata.Continue))
 		if !slices.Equal(p2.names(), []string{"cm-2", "cm-3"}) || !slices.Equal(p3.names(), []string{"cm-4"}) ||
@@ -351,7 +348,7 @@ func TestRESTListAndGet(t *testing.T) {
 			t.Fatal(err)
 		}
 		var generic metav1.Table
-		eventually(t, "sa-0 in the cache", func() bool {
+		testenv.Eventually(t, "sa-0 in the cache", func() bool {
 			r := do(t, "GET", gw+"/api/v1/namespaces/"+ns+"/serviceaccounts", "Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
 			return r.code == 200 && json.Unmarshal(r.body, &generic) == nil && len(generic.Rows) > 0
 		})
@@ -409,7 +406,7 @@ func TestRESTContinueAcrossReplicas(t *testing.T) {
 		clients[i] = cs
 	}
 	for i, gw := range gws {
-		eventually(t, fmt.Sprintf("gateway %d to cache the ConfigMaps", i), func() bool {
+		testenv.Eventually(t, fmt.Sprintf("gateway %d to cache the ConfigMaps", i), func() bool {
 			return len(getList(t, gw+"/api/v1/namespaces/"+ns+"/configmaps").Items) == len(names)
 		})
 	}

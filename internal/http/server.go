@@ -36,9 +36,9 @@ type Options struct {
 	Manager *informer.Manager
 	// Tables serves live windows (sorted, filtered pages): sorted lists
 	// read them. Built by wire.NewTables, so that rows carry the cells of
-	// the resource's Table. The caller starts it (Tables.Start) and
-	// shares it between servers. Default: tables of the Manager's
-	// resources that the server starts and stops with itself.
+	// the resource's Table; started by the caller (Tables.Start), which
+	// stops it after Start has returned, and shared with the WebSocket
+	// server. Required.
 	Tables *feed.Tables
 	// Logger. Default: no logging.
 	Logger *zap.Logger
@@ -117,6 +117,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Manager == nil {
 		return o, errors.New("httpapi: Options.Manager is required")
 	}
+	if o.Tables == nil {
+		return o, errors.New("httpapi: Options.Tables is required")
+	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
@@ -174,8 +177,6 @@ type Server struct {
 	// so streams end promptly instead of holding Shutdown up.
 	baseCtx    context.Context
 	cancelBase context.CancelFunc
-	// ownTables: Options.Tables was left out, so the server runs its own.
-	ownTables bool
 }
 
 // New binds the listen address (so a port in use fails here, with a clear
@@ -185,10 +186,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, log: opts.Logger, ln: opts.Listener, ownTables: opts.Tables == nil}
-	if s.ownTables {
-		s.opts.Tables = wire.NewTables(opts.Manager, opts.Logger.Named("livequery"))
-	}
+	s := &Server{opts: opts, log: opts.Logger, ln: opts.Listener}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	s.metrics = newMetrics(opts.Registry)
 	s.pager = newPager(opts.PageTTL, opts.MaxPageSnapshots, opts.Clock)
@@ -376,12 +374,7 @@ func (l serverLog) Write(p []byte) (int, error) {
 }
 
 // Start serves until ctx ends, then shuts down within ShutdownTimeout.
-// Live tables the server owns (Options.Tables left out) run as long as
-// it serves, and stop once the last request has ended.
 func (s *Server) Start(ctx context.Context) error {
-	if s.ownTables {
-		defer s.opts.Tables.Run()()
-	}
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -181,7 +181,7 @@ func TestSortedListsEqualTheApiserversSortedList(t *testing.T) {
 	createManyConfigMaps(t, env.Client, cms)
 	gw := startGateway(t, func(o *Options) { o.wholeSortedWindow = 16 })
 	base := gw + "/api/v1/configmaps?labelSelector=" + url.QueryEscape("sorted="+id)
-	eventually(t, "the gateway to hold every ConfigMap", func() bool { return len(getList(t, base).Items) == len(cms) })
+	testenv.Eventually(t, "the gateway to hold every ConfigMap", func() bool { return len(getList(t, base).Items) == len(cms) })
 
 	// The apiserver's list at the version the gateway serves; nothing
 	// changes the ConfigMaps from here on.
@@ -328,7 +328,7 @@ func TestSortedListContinueIsCursorConsistent(t *testing.T) {
 		}
 	}
 	gwList := func(q string) list { return getList(t, gw+"/api/v1/namespaces/"+ns+"/configmaps?"+q) }
-	eventually(t, "the gateway to hold every ConfigMap", func() bool { return len(gwList("sort=data").Items) == len(cms) })
+	testenv.Eventually(t, "the gateway to hold every ConfigMap", func() bool { return len(gwList("sort=data").Items) == len(cms) })
 
 	tests := []struct {
 		name, query, key string
@@ -374,7 +374,7 @@ func TestSortedListContinueIsCursorConsistent(t *testing.T) {
 			first := gwList(tc.query + "&limit=8")
 			tc.change()
 			var now list
-			eventually(t, "the gateway to serve the change", func() bool {
+			testenv.Eventually(t, "the gateway to serve the change", func() bool {
 				now = gwList(tc.query)
 				return tc.settled(now)
 			})
@@ -502,7 +502,7 @@ func TestSortedListRBAC(t *testing.T) {
 	// The binding takes effect once the apiserver's RBAC cache has it.
 	var l list
 	var last response
-	eventually(t, "the reader's sorted list", func() bool {
+	testenv.Eventually(t, "the reader's sorted list", func() bool {
 		l, last = getListAs(t, u, token)
 		return last.code == http.StatusOK
 	})
@@ -553,7 +553,7 @@ func TestSortedListTable(t *testing.T) {
 	createManyConfigMaps(t, env.Client, cms)
 	gw := startGateway(t, nil)
 	path := "/api/v1/namespaces/" + ns + "/configmaps"
-	eventually(t, "the gateway to hold every ConfigMap", func() bool { return len(getList(t, gw+path+"?sort=data").Items) == len(cms) })
+	testenv.Eventually(t, "the gateway to hold every ConfigMap", func() bool { return len(getList(t, gw+path+"?sort=data").Items) == len(cms) })
 
 	apiserver, err := env.Client.CoreV1().RESTClient().Get().AbsPath(path).SetHeader("Accept", tableAccept).DoRaw(t.Context())
 	if err != nil {
@@ -652,7 +652,7 @@ func TestSortedListBadInput(t *testing.T) {
 	createConfigMaps(t, env.Client, ns, nil, "a", "b", "c")
 	gw := startGateway(t, nil)
 	path := gw + "/api/v1/namespaces/" + ns + "/configmaps"
-	eventually(t, "the gateway to hold every ConfigMap", func() bool { return len(getList(t, path+"?sort=metadata.name").Items) == 3 })
+	testenv.Eventually(t, "the gateway to hold every ConfigMap", func() bool { return len(getList(t, path+"?sort=metadata.name").Items) == 3 })
 	token := func(q string) string {
 		t.Helper()
 		c := getList(t, path+"?"+q).Metadata.Continue
@@ -768,7 +768,7 @@ func TestWholeSortedListListsEachObjectOnce(t *testing.T) {
 			}
 		}
 	})
-	eventually(t, "the gateway to hold every ConfigMap", func() bool {
+	testenv.Eventually(t, "the gateway to hold every ConfigMap", func() bool {
 		return len(getList(t, gw+"/api/v1/namespaces/"+ns+"/configmaps").Items) == len(cms)
 	})
 	l := getList(t, gw+"/api/v1/namespaces/"+ns+"/configmaps?sort=data")

@@ -184,7 +184,7 @@ func TestRBACThroughSubjectAccessReview(t *testing.T) {
 	// a pass that runs too early would see no change.
 	recheck := func(ns string, allowed bool) {
 		t.Helper()
-		eventually(t, fmt.Sprintf("RBAC to allow=%t %s in %s", allowed, user, ns), func() bool {
+		testenv.Eventually(t, fmt.Sprintf("RBAC to allow=%t %s in %s", allowed, user, ns), func() bool {
 			return canWatch(t, user, ns) == allowed
 		})
 		clk.stepArmed(t, 2, ts.opts.RecheckInterval)
@@ -377,7 +377,7 @@ func TestResourceNamesThroughSubjectAccessReview(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "RBAC to let "+user+" watch cm-1", func() bool {
+	testenv.Eventually(t, "RBAC to let "+user+" watch cm-1", func() bool {
 		r, err := env.Client.AuthorizationV1().SubjectAccessReviews().Create(t.Context(), &authorizationv1.SubjectAccessReview{
 			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{
 				Namespace: ns1, Verb: "watch", Resource: "configmaps", Name: "cm-1"}},

@@ -90,7 +90,7 @@ func TestSubscriptionEndsWhenItsResourceGoes(t *testing.T) {
 	createWobble(t, ns, "w3")
 	// The gateway looks the name up again (discovery is refreshed for
 	// an unknown name at most every DiscoveryRefreshInterval).
-	eventually(t, "the gateway to resolve wobbles again", func() bool {
+	testenv.Eventually(t, "the gateway to resolve wobbles again", func() bool {
 		_, err := m.Resolve(context.Background(), "wobbles")
 		return err == nil
 	})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -19,27 +18,19 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap/zaptest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"kubegate/internal/auth"
 	"kubegate/internal/informer"
+	"kubegate/internal/livequery/wire"
 	"kubegate/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envIdleURL) != "" {
 		os.Exit(runIdleClients()) // the client process of BenchmarkIdleSocket
-	}
-	// Fuzzing needs no apiserver; its workers re-run TestMain many times.
-	flag.Parse()
-	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
-		os.Exit(m.Run())
-	}
-	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
-		os.Exit(m.Run())
 	}
 	testenv.Main(m, testenv.Options{})
 }
@@ -82,9 +73,16 @@ type testServer struct {
 func startServer(t testing.TB, m *informer.Manager, mod func(*Options)) *testServer {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	opts := Options{Manager: m, Logger: zaptest.NewLogger(t).Named("ws"), Registerer: reg}
+	log := zaptest.NewLogger(t)
+	opts := Options{Manager: m, Logger: log.Named("ws"), Registerer: reg}
 	if mod != nil {
 		mod(&opts)
+	}
+	if opts.Tables == nil {
+		opts.Tables = wire.NewTables(m, log.Named("livequery"))
+		// Stopped after the server (cleanups run last first), as the
+		// gateway stops them after the sockets.
+		t.Cleanup(opts.Tables.Run())
 	}
 	s, err := New(opts)
 	if err != nil {
@@ -333,16 +331,6 @@ func (c *client) closeStatus() websocket.StatusCode {
 	}
 }
 
-// eventually polls cond until it holds (bounded at 30s).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 30*time.Second, true,
-		func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatalf("timed out waiting for %s", what)
-	}
-}
-
 func counterValue(c prometheus.Metric) float64 {
 	var m dto.Metric
 	if err := c.Write(&m); err != nil {
@@ -397,7 +385,7 @@ func (c *fakeClock) stepArmed(t *testing.T, armed int, d time.Duration) {
 // waitArmed returns once at least armed timers wait on the clock.
 func (c *fakeClock) waitArmed(t *testing.T, armed int) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%d timers to be armed", armed), func() bool { return c.Waiters() >= armed })
+	testenv.Eventually(t, fmt.Sprintf("%d timers to be armed", armed), func() bool { return c.Waiters() >= armed })
 }
 
 type drainingTimer struct{ clock.Timer }

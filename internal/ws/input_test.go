@@ -138,7 +138,7 @@ func TestOversizedMessageClosesWith1009(t *testing.T) {
 	if code := c.closeStatus(); code != websocket.StatusMessageTooBig {
 		t.Fatalf("close code = %d, want 1009", code)
 	}
-	eventually(t, "the socket to be closed", func() bool { return ts.Sockets() == 0 })
+	testenv.Eventually(t, "the socket to be closed", func() bool { return ts.Sockets() == 0 })
 	if n := counterValue(ts.metrics.closes.WithLabelValues(closeTooBig)); n != 1 {
 		t.Fatalf("too_big closes = %v", n)
 	}
@@ -298,12 +298,12 @@ func TestSocketLimits(t *testing.T) {
 	})
 	dialAs(t, ts, "alice")
 	dialAs(t, ts, "alice")
-	eventually(t, "two sockets", func() bool { return ts.Sockets() == 2 })
+	testenv.Eventually(t, "two sockets", func() bool { return ts.Sockets() == 2 })
 	if code := dialAs(t, ts, "alice").closeStatus(); code != websocket.StatusPolicyViolation {
 		t.Fatalf("third socket of alice: close %d, want 1008", code)
 	}
 	dialAs(t, ts, "bob")
-	eventually(t, "three sockets", func() bool { return ts.Sockets() == 3 })
+	testenv.Eventually(t, "three sockets", func() bool { return ts.Sockets() == 3 })
 	if code := dialAs(t, ts, "carol").closeStatus(); code != websocket.StatusTryAgainLater {
 		t.Fatalf("socket over the total: close %d, want 1013", code)
 	}
@@ -334,7 +334,7 @@ func TestClientThatDoesNotReadItsAnswersIsDropped(t *testing.T) {
 			break
 		}
 	}
-	eventually(t, "the flood close to be counted", func() bool {
+	testenv.Eventually(t, "the flood close to be counted", func() bool {
 		return counterValue(ts.metrics.closes.WithLabelValues(closeFlood)) == 1 && ts.Sockets() == 0
 	})
 }
@@ -346,7 +346,7 @@ func TestClientSocketsShareOneResyncBudget(t *testing.T) {
 	env := testenv.Get(t)
 	ts := startServer(t, startManager(t, env.Config, nil), nil)
 	a1, a2, b := dialAs(t, ts, "alice"), dialAs(t, ts, "alice"), dialAs(t, ts, "bob")
-	eventually(t, "three sockets", func() bool { return ts.Sockets() == 3 })
+	testenv.Eventually(t, "three sockets", func() bool { return ts.Sockets() == 3 })
 	budgets := map[string]map[*informer.ResyncBudget]int{}
 	ts.mu.Lock()
 	for sock := range ts.sockets {
@@ -368,7 +368,7 @@ func TestClientSocketsShareOneResyncBudget(t *testing.T) {
 	for _, c := range []*client{a1, a2, b} {
 		_ = c.c.Close(websocket.StatusNormalClosure, "")
 	}
-	eventually(t, "no sockets", func() bool { return ts.Sockets() == 0 })
+	testenv.Eventually(t, "no sockets", func() bool { return ts.Sockets() == 0 })
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if len(ts.perClient) != 0 {

@@ -269,7 +269,7 @@ func TestNeverReadingClientDoesNotBlockOthers(t *testing.T) {
 			t.Fatalf("healthy client got rv %s, want %s", f.RV, cm.ResourceVersion)
 		}
 	}
-	eventually(t, "the stuck socket to be dropped", func() bool {
+	testenv.Eventually(t, "the stuck socket to be dropped", func() bool {
 		return counterValue(ts.metrics.closes.WithLabelValues(closeWriteTimeout)) == 1 && ts.Sockets() == 1
 	})
 	// The healthy client is still served.
@@ -387,7 +387,7 @@ func fallBehind(t *testing.T, readSnapshot bool, gap time.Duration) {
 		}
 		return nil
 	}
-	eventually(t, "the subscription to start", func() bool { return listener() != nil })
+	testenv.Eventually(t, "the subscription to start", func() bool { return listener() != nil })
 	l := listener()
 	// The first message (the ack and the start of the snapshot) shows the
 	// writer has taken the snapshot; the rest of it blocks the writer.
@@ -447,7 +447,7 @@ func fallBehind(t *testing.T, readSnapshot bool, gap time.Duration) {
 			if resets < ts.opts.MaxSlowResets {
 				t.Fatalf("closed after %d RESETs, want %d", resets, ts.opts.MaxSlowResets)
 			}
-			eventually(t, "the slow_consumer close to be counted", func() bool {
+			testenv.Eventually(t, "the slow_consumer close to be counted", func() bool {
 				return counterValue(ts.metrics.closes.WithLabelValues(closeSlowConsumer)) == 1
 			})
 			return

@@ -13,11 +13,13 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"kubegate/internal/auth"
 	"kubegate/internal/informer"
+	"kubegate/internal/livequery/wire"
 )
 
 // Tests of the socket's own machinery (writer, keepalive) run a Server
@@ -40,7 +42,7 @@ func startPipeServer(t *testing.T, mod func(*Options)) *pipeServer {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	// The writer never calls the Manager; only a subscribe frame would.
-	opts := Options{Manager: new(informer.Manager), Logger: zaptest.NewLogger(t).Named("ws"), Registerer: reg}
+	opts := Options{Manager: new(informer.Manager), Tables: wire.NewTables(new(informer.Manager), zap.NewNop()), Logger: zaptest.NewLogger(t).Named("ws"), Registerer: reg}
 	if mod != nil {
 		mod(&opts)
 	}

@@ -23,17 +23,16 @@ import (
 	"kubegate/internal/auth"
 	"kubegate/internal/informer"
 	"kubegate/internal/livequery/feed"
-	"kubegate/internal/livequery/wire"
 )
 
 // Options configures New. Zero fields take the defaults given.
 type Options struct {
 	// Manager serves every subscription. Required.
 	Manager *informer.Manager
-	// Tables serves live windows (sorted, filtered pages). The caller
-	// starts it (Tables.Start) and shares it between servers. Default:
-	// tables of the Manager's resources that the server starts and stops
-	// with itself.
+	// Tables serves live windows (sorted, filtered pages): built by
+	// wire.NewTables, started by the caller (Tables.Start), which stops
+	// it after Start has returned, and shared with the REST server.
+	// Required.
 	Tables *feed.Tables
 	// Authorizer decides what each subscription may read (verb watch).
 	// Default: auth.AlwaysAllow{}.
@@ -134,6 +133,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Manager == nil {
 		return o, errors.New("ws: Options.Manager is required")
 	}
+	if o.Tables == nil {
+		return o, errors.New("ws: Options.Tables is required")
+	}
 	if o.Authorizer == nil {
 		o.Authorizer = auth.AlwaysAllow{}
 	}
@@ -196,8 +198,6 @@ type Server struct {
 	perClient map[string]*clientShare
 	closing   bool
 	wg        sync.WaitGroup
-	// ownTables: Options.Tables was left out, so the server runs its own.
-	ownTables bool
 }
 
 // New builds a Server. It serves as soon as it is mounted; Start only
@@ -207,15 +207,10 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	own := o.Tables == nil
-	if own {
-		o.Tables = wire.NewTables(o.Manager, o.Logger.Named("livequery"))
-	}
 	return &Server{
-		ownTables: own,
-		opts:      o,
-		log:       o.Logger,
-		metrics:   newMetrics(o.Registerer),
+		opts:    o,
+		log:     o.Logger,
+		metrics: newMetrics(o.Registerer),
 		accept: &websocket.AcceptOptions{
 			Subprotocols:   []string{Subprotocol},
 			OriginPatterns: o.AllowedOrigins,
@@ -237,11 +232,6 @@ type clientShare struct {
 // are refused from then on. Sockets whose close handshake has not finished
 // within ShutdownGrace (a peer that does not read) are dropped.
 func (s *Server) Start(ctx context.Context) error {
-	if s.ownTables {
-		// The tables outlive the sockets, so that no window ends with the
-		// tables' stop before its socket has closed.
-		defer s.opts.Tables.Run()()
-	}
 	<-ctx.Done()
 	s.mu.Lock()
 	s.closing = true

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"kubegate/internal/informer"
+	"kubegate/internal/livequery/wire"
 )
 
 // BenchmarkSocketWriter sends events of a 1 KiB object to one socket over
@@ -66,7 +67,7 @@ func BenchmarkSocketWriter(b *testing.B) {
 }
 
 func benchmarkSocketWriter(b *testing.B, mod func(*Options), perTick int, tick time.Duration) {
-	opts := Options{Manager: new(informer.Manager), Logger: zap.NewNop()}
+	opts := Options{Manager: new(informer.Manager), Tables: wire.NewTables(new(informer.Manager), zap.NewNop()), Logger: zap.NewNop()}
 	if mod != nil {
 		mod(&opts)
 	}
