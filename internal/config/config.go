@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"kubegate/internal/webhook"
+	"kubegate/internal/ws"
 	"net"
 	"os"
 	"path"
@@ -206,6 +207,7 @@ func Default() Config {
 		Log:             Log{Level: "info", Format: "console"},
 		APIServer:       APIServer{QPS: 50, Burst: 100},
 		Cache:           Cache{MinResync: Duration(5 * time.Second), HistoryEvents: 10000},
+		WebSocket:       webSocketDefaults(),
 		Auth: Auth{
 			Authn: "kubernetes", Authz: "rbac", Metrics: "rbac",
 			TokenSuccessTTL: Duration(10 * time.Second), TokenFailureTTL: Duration(3 * time.Second),
@@ -215,6 +217,24 @@ func Default() Config {
 			RecheckGrace:     Duration(60 * time.Second),
 			UserQPS:          50, UserBurst: 200, UserMaxInflight: 500,
 		},
+	}
+}
+
+// webSocketDefaults are the WebSocket server's own defaults (ws.Defaults),
+// so that they are defined once and the configuration shows them.
+func webSocketDefaults() WebSocket {
+	d := ws.Defaults()
+	return WebSocket{
+		MaxSockets:                d.MaxSockets,
+		MaxSocketsPerClient:       d.MaxSocketsPerClient,
+		MaxSubscriptionsPerSocket: d.MaxSubscriptionsPerSocket,
+		PingInterval:              Duration(d.PingInterval),
+		PongTimeout:               Duration(d.PongTimeout),
+		WriteTimeout:              Duration(d.WriteTimeout),
+		MaxMessageBytes:           d.MaxMessageBytes,
+		SubscribeRate:             d.SubscribeRate,
+		SubscribeBurst:            d.SubscribeBurst,
+		ResyncBudget:              d.ResyncBudget,
 	}
 }
 

@@ -239,6 +239,7 @@ websocket:
 		MaxSubscriptionsPerSocket: 3, PingInterval: Duration(10 * time.Second), PongTimeout: Duration(4 * time.Second),
 		WriteTimeout: Duration(3 * time.Second), MaxMessageBytes: 1024, SubscribeRate: 2.5, SubscribeBurst: 4,
 		CoalesceDelay: ptr(Duration(5 * time.Millisecond)),
+		ResyncBudget:  2000, // not set: the WebSocket server's default
 	}
 	if diff := cmp.Diff(want, c.WebSocket); diff != "" {
 		t.Fatalf("(-want +got):\n%s", diff)

@@ -129,6 +129,30 @@ type Options struct {
 // goes out alone, as soon as it is ready.
 const defaultCoalesceDelay = 2 * time.Millisecond
 
+// Defaults returns the options every zero field of Options takes in New.
+// The gateway's configuration (internal/config) starts from them, so they
+// are defined once.
+func Defaults() Options {
+	return Options{
+		MaxSockets:                10000,
+		MaxSocketsPerClient:       100,
+		MaxSubscriptionsPerSocket: 100,
+		SubscribeRate:             10,
+		SubscribeBurst:            20,
+		PingInterval:              30 * time.Second,
+		PongTimeout:               15 * time.Second,
+		WriteTimeout:              10 * time.Second,
+		MaxMessageBytes:           64 << 10,
+		RecheckInterval:           5 * time.Second,
+		SyncTimeout:               60 * time.Second,
+		MaxBatchBytes:             256 << 10,
+		MaxSlowResets:             3,
+		SlowResetWindow:           time.Minute,
+		ResyncBudget:              2000,
+		ShutdownGrace:             5 * time.Second,
+	}
+}
+
 func (o Options) withDefaults() (Options, error) {
 	if o.Manager == nil {
 		return o, errors.New("ws: Options.Manager is required")
@@ -142,22 +166,23 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	setDefault(&o.MaxSockets, 10000)
-	setDefault(&o.MaxSocketsPerClient, 100)
-	setDefault(&o.MaxSubscriptionsPerSocket, 100)
-	setDefault(&o.SubscribeRate, 10)
-	setDefault(&o.SubscribeBurst, 20)
-	setDefault(&o.PingInterval, 30*time.Second)
-	setDefault(&o.PongTimeout, 15*time.Second)
-	setDefault(&o.WriteTimeout, 10*time.Second)
-	setDefault(&o.MaxMessageBytes, 64<<10)
-	setDefault(&o.RecheckInterval, 5*time.Second)
-	setDefault(&o.SyncTimeout, 60*time.Second)
-	setDefault(&o.MaxBatchBytes, 256<<10)
-	setDefault(&o.MaxSlowResets, 3)
-	setDefault(&o.SlowResetWindow, time.Minute)
-	setDefault(&o.ResyncBudget, 2000)
-	setDefault(&o.ShutdownGrace, 5*time.Second)
+	d := Defaults()
+	setDefault(&o.MaxSockets, d.MaxSockets)
+	setDefault(&o.MaxSocketsPerClient, d.MaxSocketsPerClient)
+	setDefault(&o.MaxSubscriptionsPerSocket, d.MaxSubscriptionsPerSocket)
+	setDefault(&o.SubscribeRate, d.SubscribeRate)
+	setDefault(&o.SubscribeBurst, d.SubscribeBurst)
+	setDefault(&o.PingInterval, d.PingInterval)
+	setDefault(&o.PongTimeout, d.PongTimeout)
+	setDefault(&o.WriteTimeout, d.WriteTimeout)
+	setDefault(&o.MaxMessageBytes, d.MaxMessageBytes)
+	setDefault(&o.RecheckInterval, d.RecheckInterval)
+	setDefault(&o.SyncTimeout, d.SyncTimeout)
+	setDefault(&o.MaxBatchBytes, d.MaxBatchBytes)
+	setDefault(&o.MaxSlowResets, d.MaxSlowResets)
+	setDefault(&o.SlowResetWindow, d.SlowResetWindow)
+	setDefault(&o.ResyncBudget, d.ResyncBudget)
+	setDefault(&o.ShutdownGrace, d.ShutdownGrace)
 	if o.clock == nil {
 		o.clock = clock.RealClock{}
 	}
