@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"kubegate/internal/informer"
@@ -337,6 +338,62 @@ func TestWindowsStayEqualToTheSortedList(t *testing.T) {
 	readWindows(t, c2, map[string]*winCopy{"again": reopened}, func() bool { return reopened.frames > 0 })
 	if !slices.Equal(reopened.names(), fc.names()) {
 		t.Fatalf("reopened at the cursor: %v, want %v", reopened.names(), fc.names())
+	}
+}
+
+// TestWindowCursorFollowsItsFirstRowsSortValue: an update that changes
+// the sort value of a window's first row, without moving it, changes the
+// cursor of the window's first row; the WINDOW frame carries the new one,
+// and a window reopened at it starts where this one is.
+func TestWindowCursorFollowsItsFirstRowsSortValue(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	cms := env.Client.CoreV1().ConfigMaps(ns)
+	for name, keys := range map[string]int{"x": 1, "y": 2} {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{}}
+		for i := range keys {
+			cm.Data["k"+strconv.Itoa(i)] = "v"
+		}
+		if _, err := cms.Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts := startServer(t, startManager(t, env.Config, nil), nil)
+	c := dial(t, ts)
+	sub := func(c *client, id, cursor string) *winCopy {
+		t.Helper()
+		c.subscribe(id, "configmaps", ns, func(m map[string]any) {
+			m["sort"], m["order"], m["limit"] = "DATA", "desc", 2
+			if cursor != "" {
+				m["cursor"] = cursor
+			}
+		})
+		c.expect("ack", id)
+		w := &winCopy{t: t, id: id}
+		readWindows(t, c, map[string]*winCopy{id: w}, func() bool { return w.frames > 0 })
+		return w
+	}
+	w := sub(c, "w", "")
+	if want := []string{ns + "/y", ns + "/x"}; !slices.Equal(w.names(), want) || w.cursor == "" {
+		t.Fatalf("window %v, cursor %q; want %v and a cursor", w.names(), w.cursor, want)
+	}
+	first := w.cursor
+
+	patch := []byte(`{"data":{"k2":"v","k3":"v","k4":"v"}}`)
+	y, err := cms.Patch(context.Background(), "y", types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readWindows(t, c, map[string]*winCopy{"w": w}, func() bool {
+		return len(w.rows) > 0 && w.rows[0].ResourceVersion == y.ResourceVersion
+	})
+	if w.cursor == first {
+		t.Fatalf("y went from 2 keys to 5 at the top of the window: the window's cursor is still the one of y with 2 keys")
+	}
+	// Reopened at the last cursor, the window starts where this one is.
+	again := sub(dial(t, ts), "again", w.cursor)
+	if !slices.Equal(again.names(), w.names()) || again.offset != w.offset {
+		t.Fatalf("reopened at the last cursor: %v at offset %d; want %v at offset %d", again.names(), again.offset, w.names(), w.offset)
 	}
 }
 
