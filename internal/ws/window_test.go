@@ -397,6 +397,65 @@ func TestWindowCursorFollowsItsFirstRowsSortValue(t *testing.T) {
 	}
 }
 
+// TestWindowOrdersValuesByType: windows on a CRD's printer column sort
+// quantities held as text numerically; rows without a value come last
+// ascending and first descending.
+func TestWindowOrdersValuesByType(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	gvr := schema.GroupVersionResource{Group: "typed.ws.kubegate.test", Version: "v1", Resource: "widgets"}
+	crd := testenv.NewCRD(gvr.Group, gvr.Resource, "Widget")
+	crd.Object["spec"].(map[string]any)["versions"].([]any)[0].(map[string]any)["additionalPrinterColumns"] = []any{
+		map[string]any{"name": "Size", "type": "string", "jsonPath": ".spec.size"},
+		map[string]any{"name": "Seen", "type": "date", "jsonPath": ".spec.seen"},
+	}
+	env.CreateCRD(t, crd)
+	now := time.Now().UTC().Truncate(time.Second)
+	// name: size, seen hours ago (0: unset).
+	for _, w := range []struct {
+		name, size string
+		seen       int
+	}{{"a", "100Mi", 3}, {"b", "1", 0}, {"c", "2Gi", 1}, {"d", "500m", 0}, {"e", "1.5", 2}, {"f", "3k", 5}, {"g", "", 4}} {
+		spec := map[string]any{}
+		if w.size != "" {
+			spec["size"] = w.size
+		}
+		if w.seen != 0 {
+			spec["seen"] = now.Add(-time.Duration(w.seen) * time.Hour).Format(time.RFC3339)
+		}
+		o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": gvr.GroupVersion().String(), "kind": "Widget",
+			"metadata": map[string]any{"name": w.name}, "spec": spec}}
+		if _, err := env.Dynamic.Resource(gvr).Namespace(ns).Create(context.Background(), o, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts := startServer(t, startManager(t, env.Config, nil), nil)
+	c := dial(t, ts)
+	for i, tc := range []struct {
+		sort, order string
+		want        []string
+	}{
+		// 500m, 1, 1.5, 3k, 100Mi, 2Gi, then no size.
+		{"Size", "asc", []string{"d", "b", "e", "f", "a", "c", "g"}},
+		{"Size", "desc", []string{"g", "c", "a", "f", "e", "b", "d"}},
+	} {
+		id := "w" + strconv.Itoa(i)
+		c.subscribe(id, gvr.Resource+"."+gvr.Group, ns, func(m map[string]any) {
+			m["sort"], m["order"], m["limit"] = tc.sort, tc.order, 10
+		})
+		c.expect("ack", id)
+		w := &winCopy{t: t, id: id}
+		readWindows(t, c, map[string]*winCopy{id: w}, func() bool { return w.frames > 0 })
+		var got []string
+		for _, r := range w.rows {
+			got = append(got, r.Name)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s %s: %v, want %v", tc.sort, tc.order, got, tc.want)
+		}
+	}
+}
+
 // TestWindowIsNarrowedAndReopenedByAuthorization: a cluster-wide window
 // holds only the namespaces the caller may read, and one whose set
 // widens is reopened behind a reset (Reauthorized).

@@ -68,6 +68,11 @@ func TestTokenRoundTrip(t *testing.T) {
 		livequery.Quantity(resource.MustParse("1500m")),
 		livequery.Time(time.Date(2026, 11, 25, 1, 2, 3, 456, time.UTC)),
 		livequery.String(`a "quoted" ☃ value`),
+		// Numbers read from text, as a cell holds them, as written.
+		livequery.Parse("1.5"),
+		livequery.Parse("100Mi"),
+		livequery.Parse("007"),
+		livequery.Parse("-" + strings.Repeat("9", 40) + "." + strings.Repeat("9", 40) + "e-308"),
 	}
 	for _, v := range values {
 		c := livequery.Cursor{Value: v, Namespace: "ns", Name: "web-1"}
