@@ -724,8 +724,9 @@ func TestSortedListBadInput(t *testing.T) {
 }
 
 // TestSortedListOrdersValuesByType: a CRD's printer column holding
-// quantities as text sorts them numerically; objects without a value
-// come last ascending and first descending.
+// quantities as text sorts them numerically, and a date column sorts by
+// the age it shows, youngest first; objects without a value come last
+// ascending and first descending, in both.
 func TestSortedListOrdersValuesByType(t *testing.T) {
 	env := testenv.Get(t)
 	ns := env.Namespace(t)
@@ -771,10 +772,25 @@ func TestSortedListOrdersValuesByType(t *testing.T) {
 		// 500m, 1, 1.5, 3k, 100Mi, 2Gi, then no size.
 		"sort=size":            {"d", "b", "e", "f", "a", "c", "g"},
 		"sort=size&order=desc": {"g", "c", "a", "f", "e", "b", "d"},
+		// Seen 1h ago, 2h, 3h, 4h, 5h, then never.
+		"sort=seen":            {"c", "e", "a", "g", "f", "b", "d"},
+		"sort=seen&order=desc": {"b", "d", "f", "g", "a", "e", "c"},
+		// A page at a time, the same.
+		"sort=seen&limit=5": {"c", "e", "a", "g", "f"},
 	} {
 		if got := names(q); !slices.Equal(got, want) {
 			t.Errorf("%s: %v, want %v", q, got, want)
 		}
+	}
+	// The next page of the date column starts past its last dated row,
+	// at the rows without a date.
+	l := getList(t, path+"?sort=seen&limit=5")
+	var rest []string
+	for _, it := range getList(t, path+"?sort=seen&limit=5&continue="+url.QueryEscape(l.Metadata.Continue)).Items {
+		rest = append(rest, it.Metadata.Name)
+	}
+	if want := []string{"b", "d"}; !slices.Equal(rest, want) {
+		t.Errorf("second page by seen: %v, want %v", rest, want)
 	}
 }
 

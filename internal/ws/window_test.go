@@ -397,9 +397,10 @@ func TestWindowCursorFollowsItsFirstRowsSortValue(t *testing.T) {
 	}
 }
 
-// TestWindowOrdersValuesByType: windows on a CRD's printer column sort
-// quantities held as text numerically; rows without a value come last
-// ascending and first descending.
+// TestWindowOrdersValuesByType: windows on a CRD's printer columns sort
+// quantities held as text numerically, and a date column by the age it
+// shows, youngest first; rows without a value come last ascending and
+// first descending, in both.
 func TestWindowOrdersValuesByType(t *testing.T) {
 	env := testenv.Get(t)
 	ns := env.Namespace(t)
@@ -438,6 +439,9 @@ func TestWindowOrdersValuesByType(t *testing.T) {
 		// 500m, 1, 1.5, 3k, 100Mi, 2Gi, then no size.
 		{"Size", "asc", []string{"d", "b", "e", "f", "a", "c", "g"}},
 		{"Size", "desc", []string{"g", "c", "a", "f", "e", "b", "d"}},
+		// Seen 1h ago, 2h, 3h, 4h, 5h, then never.
+		{"Seen", "asc", []string{"c", "e", "a", "g", "f", "b", "d"}},
+		{"Seen", "desc", []string{"b", "d", "f", "g", "a", "e", "c"}},
 	} {
 		id := "w" + strconv.Itoa(i)
 		c.subscribe(id, gvr.Resource+"."+gvr.Group, ns, func(m map[string]any) {

@@ -144,7 +144,8 @@ type Window struct {
 //
 // Sorting by an age column (rows.Column.Age: an age, a time since)
 // sorts by the age it shows: ascending is youngest first, the reverse of
-// the time it counts from.
+// the time it counts from (SortSpec.Reversed), and rows without one come
+// last.
 func (p Params) Resolve(info *informer.ResourceInfo, cols []rows.Column) (Window, error) {
 	w := Window{Text: p.Filter, Column: -1, Range: livequery.Range{Limit: p.Limit, Offset: p.Offset}}
 	switch p.Order {
@@ -169,7 +170,7 @@ func (p Params) Resolve(info *informer.ResourceInfo, cols []rows.Column) (Window
 		}
 		w.Sort.Key, w.Column = cols[i].Name, i
 		if cols[i].Age {
-			w.Sort.Desc = !w.Sort.Desc
+			w.Sort.Desc, w.Sort.Reversed = !w.Sort.Desc, true
 		}
 	}
 	if p.Cursor != "" {

@@ -54,7 +54,8 @@ func TestResolve(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || w.Sort.Key != tc.key || w.Sort.Desc != tc.desc || w.Column != tc.column {
+		// Only the age column's direction is the reverse of the client's.
+		if err != nil || w.Sort.Key != tc.key || w.Sort.Desc != tc.desc || w.Column != tc.column || w.Sort.Reversed != (tc.key == "Age") {
 			t.Errorf("%+v: got %+v, %v; want key %q desc %v column %d", tc.p, w, err, tc.key, tc.desc, tc.column)
 		}
 	}
