@@ -617,8 +617,27 @@ func TestSortedListTable(t *testing.T) {
 			}
 			got = append(got, m.Namespace+"/"+m.Name)
 		}
+		// As in the JSON form, and in kube-apiserver's Table: the
+		// objects after the page.
+		if left := int64(len(want) - len(got)); tb.Continue != "" && (tb.RemainingItemCount == nil || *tb.RemainingItemCount != left) {
+			t.Errorf("page %d: remainingItemCount %s, want %d", pages, ptrString(tb.RemainingItemCount), left)
+		}
 		if cont = tb.Continue; cont == "" {
 			break
+		}
+	}
+	// A plain Table page carries it too, as kube-apiserver's does.
+	for name, c := range map[string]kubernetes.Interface{"apiserver": env.Client, "gateway": gwc} {
+		b, err := c.CoreV1().RESTClient().Get().AbsPath(path).Param("limit", "5").SetHeader("Accept", tableAccept).DoRaw(t.Context())
+		if err != nil {
+			t.Fatalf("%s: %v %s", name, err, b)
+		}
+		var tb metav1.Table
+		if err := json.Unmarshal(b, &tb); err != nil {
+			t.Fatal(err)
+		}
+		if tb.Continue == "" || tb.RemainingItemCount == nil || *tb.RemainingItemCount != int64(len(cms)-5) {
+			t.Errorf("%s: a plain Table page of 5 of %d: continue %q, remainingItemCount %s", name, len(cms), tb.Continue, ptrString(tb.RemainingItemCount))
 		}
 	}
 	if diff := gocmp.Diff(want, got); diff != "" {
