@@ -268,19 +268,43 @@ func TestWindowsStayEqualToTheSortedList(t *testing.T) {
 	c.send(map[string]any{"type": "window", "id": "from-cursor", "cursor": fc.cursor})
 	readWindows(t, c, copies, func() bool { return fc.frames > 2 })
 
+	// The windows are compared with the list once they reflect the
+	// step's change. The list's resourceVersion cannot tell when: it may
+	// be a later write to another resource (the apiserver renews its
+	// leases every 10s; the secret below stands for that, every step),
+	// which a table of ConfigMaps reaches only with its next change. A
+	// fence does: a ConfigMap outside the windows' selector, updated after
+	// the step's change, at a version the test knows. Nothing but the
+	// test changes the listed ConfigMaps, so a window at the fence's
+	// version or later holds what the list holds.
+	fence := createCM(t, ns, "fence", map[string]string{"lq": "fence"})
+	secrets := env.Client.CoreV1().Secrets(ns)
+	if _, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	check := func(step int, what string) {
 		t.Helper()
-		keys, rv := list()
+		fence = updateCM(t, fence, strconv.Itoa(step))
+		rv, _ := strconv.ParseUint(fence.ResourceVersion, 10, 64)
+		if _, err := secrets.Update(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere"},
+			StringData: map[string]string{"step": strconv.Itoa(step)}}, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		keys, _ := list()
 		for _, s := range specs {
 			w := copies[s.id]
 			// A move to where the window is answers at once with what it
 			// holds and the table's version: repeat until that version
-			// includes the change.
+			// includes the fence.
 			move := map[string]any{"type": "window", "id": s.id, "offset": s.offset}
 			if s.anchor != nil {
 				move = map[string]any{"type": "window", "id": s.id, "cursor": s.anchorT}
 			}
+			deadline := time.Now().Add(time.Minute) // a failure bound, not a period
 			for w.rv < rv {
+				if time.Now().After(deadline) {
+					t.Fatalf("step %d (%s): window %s still at rv %d a minute after the fence's change at %d", step, what, s.id, w.rv, rv)
+				}
 				before := w.frames
 				c.send(move)
 				readWindows(t, c, copies, func() bool { return w.frames > before })
