@@ -60,18 +60,20 @@ func client(t *testing.T) kubernetes.Interface {
 	return cs
 }
 
-// namespace creates a namespace for one test.
+// namespace creates a namespace for one test, named after it with a
+// random suffix, so that a test run again (-count) gets a new one.
 func namespace(t *testing.T, cs kubernetes.Interface) string {
 	t.Helper()
 	name := strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
 	if len(name) > 50 {
 		name = name[:50]
 	}
-	if _, err := cs.CoreV1().Namespaces().Create(context.Background(),
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+	ns, err := cs.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-"}}, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return name
+	return ns.Name
 }
 
 // viaProxy returns the admin config pointed at addr (host:port), keeping TLS

@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
@@ -340,39 +341,169 @@ type write struct {
 	deleted bool
 }
 
-// withDeleteVersions returns writes with the version of each delete,
-// which the apiserver does not return to the client, read from its own
-// watch history from the first write on. A delete's version cannot be
-// guessed from the create after it: other writes (leases, say) may come
-// between, and a relist may list at the delete's version itself, so that
-// the delete is in the list and the create is the first change after it.
-func withDeleteVersions(t *testing.T, cs kubernetes.Interface, ns string, writes []write) []write {
+// deleteLog is a reference watch of kube-apiserver: the versions of the
+// deletes of the config maps c0..c19 of a namespace, which the apiserver
+// does not return to the client that deletes. It watches live from
+// before the changes it must see, read by a goroutine of its own, and
+// when a watch ends it watches again from the last version it saw: with
+// the watch cache off and compaction every 2s (see TestMain), a watch
+// started after the changes, from the first of them, may find them
+// compacted (410 Expired) on a loaded machine, and so may one that falls
+// behind. A delete's version cannot be guessed from the create after
+// it: other writes (leases, say) may come between, and a relist may list
+// at the delete's version itself, so that the delete is in the list and
+// the create is the first change after it.
+type deleteLog struct {
+	cs   kubernetes.Interface
+	ns   string
+	stop chan struct{}
+	done chan struct{}
+
+	mu      sync.Mutex
+	changed chan struct{} // signalled after each event
+	last    uint64        // the version of the last event seen
+	deletes []uint64      // of c0..c19, in order
+	err     error         // why the log ended early
+}
+
+// watchDeletes starts a deleteLog for ns and returns once it watches live:
+// it has seen a write made after its watch began (an update of the
+// config map "reference", which it creates). A first watch that finds
+// its starting version compacted already is started again.
+func watchDeletes(t *testing.T, cs kubernetes.Interface, ns string) *deleteLog {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: strconv.FormatUint(writes[0].rv, 10)})
+	ctx := context.Background()
+	ref, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "reference"}}, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("watch from the first write: %v", err)
+		t.Fatal(err)
 	}
-	defer w.Stop()
-	var deletes []uint64 // of c0..c19 (not gone), in order
-	for last := writes[len(writes)-1].rv; ; {
-		ev, ok := <-w.ResultChan()
-		if !ok {
-			t.Fatal("the watch from the first write ended before the last write")
+	for attempt := 1; ; attempt++ {
+		l := &deleteLog{cs: cs, ns: ns, stop: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{}, 1)}
+		l.last, _ = strconv.ParseUint(ref.ResourceVersion, 10, 64)
+		go l.run()
+		ref.Data = map[string]string{"attempt": strconv.Itoa(attempt)}
+		if ref, err = cs.CoreV1().ConfigMaps(ns).Update(ctx, ref, metav1.UpdateOptions{}); err != nil {
+			l.close()
+			t.Fatal(err)
 		}
-		cm, isCM := ev.Object.(*corev1.ConfigMap)
-		if !isCM {
-			t.Fatalf("watch from the first write: %s %v", ev.Type, ev.Object)
+		marker, _ := strconv.ParseUint(ref.ResourceVersion, 10, 64)
+		err := l.wait(marker)
+		if err == nil {
+			t.Cleanup(l.close)
+			return l
 		}
-		rv, _ := strconv.ParseUint(cm.ResourceVersion, 10, 64)
-		if ev.Type == watch.Deleted && strings.HasPrefix(cm.Name, "c") {
-			deletes = append(deletes, rv)
-		}
-		if rv >= last {
-			break
+		l.close()
+		if !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) || attempt == 5 {
+			t.Fatalf("reference watch of %s, attempt %d: %v", ns, attempt, err)
 		}
 	}
+}
+
+// run watches from l.last until stopped, again after each watch that
+// ends, and records the deletes.
+func (l *deleteLog) run() {
+	defer close(l.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-l.stop:
+			cancel()
+		case <-l.done:
+		}
+	}()
+	for {
+		l.mu.Lock()
+		from := l.last
+		l.mu.Unlock()
+		w, err := l.cs.CoreV1().ConfigMaps(l.ns).Watch(ctx, metav1.ListOptions{ResourceVersion: strconv.FormatUint(from, 10)})
+		if err != nil {
+			if ctx.Err() == nil {
+				l.end(fmt.Errorf("watch from %d: %w", from, err))
+			}
+			return
+		}
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Error {
+				w.Stop()
+				l.end(fmt.Errorf("watch from %d: %w", from, apierrors.FromObject(ev.Object)))
+				return
+			}
+			cm, ok := ev.Object.(*corev1.ConfigMap)
+			if !ok {
+				w.Stop()
+				l.end(fmt.Errorf("watch from %d: %s %T", from, ev.Type, ev.Object))
+				return
+			}
+			rv, _ := strconv.ParseUint(cm.ResourceVersion, 10, 64)
+			l.mu.Lock()
+			l.last = max(l.last, rv)
+			if ev.Type == watch.Deleted && strings.HasPrefix(cm.Name, "c") {
+				l.deletes = append(l.deletes, rv)
+			}
+			l.mu.Unlock()
+			select {
+			case l.changed <- struct{}{}:
+			default:
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+func (l *deleteLog) end(err error) {
+	l.mu.Lock()
+	l.err = err
+	l.mu.Unlock()
+	select {
+	case l.changed <- struct{}{}:
+	default:
+	}
+}
+
+// wait waits until the log has seen version rv, or ended.
+func (l *deleteLog) wait(rv uint64) error {
+	deadline := time.NewTimer(time.Minute) // a failure bound, not a period
+	defer deadline.Stop()
+	for {
+		l.mu.Lock()
+		last, err := l.last, l.err
+		l.mu.Unlock()
+		switch {
+		case last >= rv:
+			return nil
+		case err != nil:
+			return err
+		}
+		select {
+		case <-l.changed:
+		case <-deadline.C:
+			return fmt.Errorf("the reference watch saw up to %d in a minute, not %d", last, rv)
+		}
+	}
+}
+
+func (l *deleteLog) close() {
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	<-l.done
+}
+
+// withDeleteVersions returns writes with the version of each delete, as
+// the reference watch l saw them.
+func withDeleteVersions(t *testing.T, l *deleteLog, writes []write) []write {
+	t.Helper()
+	if err := l.wait(writes[len(writes)-1].rv); err != nil {
+		t.Fatalf("the reference watch of kube-apiserver, up to the last write: %v", err)
+	}
+	l.mu.Lock()
+	deletes := slices.Clone(l.deletes)
+	l.mu.Unlock()
 	out := slices.Clone(writes)
 	for i := range out {
 		if out[i].deleted {
@@ -444,6 +575,7 @@ func TestRelistUnderLoad(t *testing.T) {
 	// Changed only while the upstream is cut off, so only the relist's
 	// net effect can tell the consumers: gone is deleted, new is created.
 	create(t, cs, ns, "gone")
+	deletes := watchDeletes(t, cs, ns)
 	p := newFaultProxy(t, "/api/v1/configmaps")
 	// The upstream logs each relist with the list's resourceVersion.
 	core, logs := observer.New(zapcore.InfoLevel)
@@ -621,7 +753,7 @@ func TestRelistUnderLoad(t *testing.T) {
 		}
 	}
 	var wantReplay []write
-	for _, w := range withDeleteVersions(t, cs, ns, writes) {
+	for _, w := range withDeleteVersions(t, deletes, writes) {
 		if w.rv > listRV {
 			if w.deleted {
 				w.rv = 0 // as replayed is recorded

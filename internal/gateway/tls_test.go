@@ -7,6 +7,8 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -406,5 +408,46 @@ func createConfigMaps(t *testing.T, cs kubernetes.Interface, ns string, labels m
 		if _, err := cs.CoreV1().ConfigMaps(ns).Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestLongRequestURIsOverHTTP2: over TLS, where REST calls share an
+// HTTP/2 connection, a 1 MB query gets the same 414 Status; a head over
+// 1 MiB is past the header list size the server announces, and Go's
+// client refuses to send it.
+func TestLongRequestURIsOverHTTP2(t *testing.T) {
+	g := startTLSGateway(t)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool(t, g.first)}, ForceAttemptHTTP2: true}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	// Errors without the URL, which is megabytes long.
+	cause := func(err error) error {
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			return ue.Err
+		}
+		return err
+	}
+	resp, err := c.Get("https://" + g.addr + "/api/v1/configmaps?filter=" + strings.Repeat("x", 1_000_000))
+	if err != nil {
+		t.Fatalf("a 1 MB query: %v", cause(err))
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st metav1.Status
+	_ = json.Unmarshal(body, &st)
+	if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusRequestURITooLong || st.Kind != "Status" ||
+		!strings.Contains(st.Message, "query longer than 8192 bytes") {
+		t.Errorf("a 1 MB query over %s: %d %.200s, want 414 with a Status", resp.Proto, resp.StatusCode, body)
+	}
+	resp, err = c.Get("https://" + g.addr + "/api/v1/configmaps?filter=" + strings.Repeat("x", 1<<20+4096))
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("a head over 1 MiB over %s: %s, want the client to refuse it", resp.Proto, resp.Status)
+	}
+	if !strings.Contains(err.Error(), "larger than peer's advertised limit") {
+		t.Errorf("a head over 1 MiB: %v, want the client to refuse it", cause(err))
 	}
 }

@@ -29,10 +29,6 @@ func (s *Server) mountAPI(r chi.Router) {
 	r.HandleFunc("/apis/*", s.serveAPI)
 }
 
-// maxPathLen bounds request paths; Kubernetes names are at most 253 bytes
-// and a resource path has at most seven segments.
-const maxPathLen = 2048
-
 // apiRequest is a parsed resource path.
 type apiRequest struct {
 	gv        schema.GroupVersion
@@ -107,10 +103,6 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, HEAD")
 		apistatus.Write(w, apistatus.New(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
 			fmt.Sprintf("%s is not allowed: kubegate serves a read-only cache (get, list, watch)", r.Method)))
-		return
-	}
-	if len(r.URL.Path) > maxPathLen || len(r.URL.RawQuery) > maxPathLen*4 {
-		apistatus.Write(w, apistatus.New(http.StatusRequestURITooLong, metav1.StatusReasonBadRequest, "request URI too long"))
 		return
 	}
 	rq, kind := parseAPIPath(r.URL.Path)

@@ -156,7 +156,7 @@ func (s *Server) writeListAnswer(w http.ResponseWriter, r *http.Request, info *i
 		if printer == nil {
 			printer = s.printer(r.Context(), info)
 		}
-		s.writeTable(w, r, printer, page, rv, next, p.table, p.pretty)
+		s.writeTable(w, r, printer, page, rv, next, remaining, p.table, p.pretty)
 		return
 	}
 	kind, apiVersion := info.GVK.Kind+"List", info.GVR.GroupVersion().String()
@@ -344,7 +344,7 @@ func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, rq apiRequest,
 	}
 	pretty := isTrue(r.URL.Query().Get("pretty"))
 	if table != nil {
-		s.writeTable(w, r, s.printer(r.Context(), res.Info), []*informer.Object{o}, o.RV, "", table, pretty)
+		s.writeTable(w, r, s.printer(r.Context(), res.Info), []*informer.Object{o}, o.RV, "", 0, table, pretty)
 		return
 	}
 	if rep.metadata != "" {

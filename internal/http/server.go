@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/utils/clock"
 
@@ -209,7 +210,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(middleware.Recoverer, s.metrics.instrument)
+	r.Use(middleware.Recoverer, s.metrics.instrument, limitURI)
 	r.Get("/healthz", s.healthz)
 	r.Get("/livez", s.healthz)
 	r.Get("/readyz", s.readyz)
@@ -238,6 +239,38 @@ func (s *Server) routes() http.Handler {
 		apistatus.Write(w, apistatus.New(http.StatusMethodNotAllowed, "MethodNotAllowed", "kubegate is read-only: only GET is served"))
 	})
 	return r
+}
+
+// Bounds of a request's URI. Kubernetes names are at most 253 bytes and
+// a resource path has at most seven segments; a query holds selectors,
+// a filter and a continue token. Larger requests are refused before any
+// other work, on every route.
+const (
+	maxPathLen  = 2048
+	maxQueryLen = 8192
+	// maxHeaderBytes bounds a request's head, its request line and URI
+	// included, as kube-apiserver bounds it (1 MiB): net/http reads no
+	// more, and refuses a larger head itself (431, in text), before any
+	// handler could answer with a Status. Within it, limitURI answers.
+	maxHeaderBytes = 1 << 20
+)
+
+// limitURI answers 414 with a Status to a request whose path or query is
+// over its bound, whatever the route.
+func limitURI(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var what string
+		switch {
+		case len(r.URL.Path) > maxPathLen:
+			what = fmt.Sprintf("path longer than %d bytes", maxPathLen)
+		case len(r.URL.RawQuery) > maxQueryLen:
+			what = fmt.Sprintf("query longer than %d bytes", maxQueryLen)
+		default:
+			next.ServeHTTP(w, r)
+			return
+		}
+		apistatus.Write(w, apistatus.New(http.StatusRequestURITooLong, metav1.StatusReasonBadRequest, "request URI too long: "+what))
+	})
 }
 
 // authenticate stores the caller in the request context or answers 401.
@@ -382,7 +415,7 @@ func (s *Server) Start(ctx context.Context) error {
 		// No WriteTimeout: watch streams and WebSockets live for hours;
 		// they set their own per-write deadlines.
 		IdleTimeout:    120 * time.Second,
-		MaxHeaderBytes: 64 << 10,
+		MaxHeaderBytes: maxHeaderBytes,
 		BaseContext:    func(net.Listener) context.Context { return s.baseCtx },
 		ErrorLog:       stdlog.New(serverLog{s.log.Named("server")}, "", 0),
 	}

@@ -209,7 +209,7 @@ func parseSortedContinue(tok string, spec livequery.SortSpec, cols []rows.Column
 		return c, badRequestError("invalid continue token: it continues a list without sort, order and filter; " +
 			"continue it without them, or start the sorted list again without continue")
 	}
-	if other, ok := wire.TokenSort(tok); ok && other != spec {
+	if other, ok := wire.TokenSort(tok); ok && (other.Key != spec.Key || other.Desc != spec.Desc) {
 		key, order := userSort(other, cols)
 		return c, badRequestError("invalid continue token: it continues a list sorted with sort=%s and order=%s; "+
 			"a continue token is valid only with the sort and order it was returned for", key, order)

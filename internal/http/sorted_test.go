@@ -24,6 +24,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -615,8 +617,27 @@ func TestSortedListTable(t *testing.T) {
 			}
 			got = append(got, m.Namespace+"/"+m.Name)
 		}
+		// As in the JSON form, and in kube-apiserver's Table: the
+		// objects after the page.
+		if left := int64(len(want) - len(got)); tb.Continue != "" && (tb.RemainingItemCount == nil || *tb.RemainingItemCount != left) {
+			t.Errorf("page %d: remainingItemCount %s, want %d", pages, ptrString(tb.RemainingItemCount), left)
+		}
 		if cont = tb.Continue; cont == "" {
 			break
+		}
+	}
+	// A plain Table page carries it too, as kube-apiserver's does.
+	for name, c := range map[string]kubernetes.Interface{"apiserver": env.Client, "gateway": gwc} {
+		b, err := c.CoreV1().RESTClient().Get().AbsPath(path).Param("limit", "5").SetHeader("Accept", tableAccept).DoRaw(t.Context())
+		if err != nil {
+			t.Fatalf("%s: %v %s", name, err, b)
+		}
+		var tb metav1.Table
+		if err := json.Unmarshal(b, &tb); err != nil {
+			t.Fatal(err)
+		}
+		if tb.Continue == "" || tb.RemainingItemCount == nil || *tb.RemainingItemCount != int64(len(cms)-5) {
+			t.Errorf("%s: a plain Table page of 5 of %d: continue %q, remainingItemCount %s", name, len(cms), tb.Continue, ptrString(tb.RemainingItemCount))
 		}
 	}
 	if diff := gocmp.Diff(want, got); diff != "" {
@@ -718,6 +739,77 @@ func TestSortedListBadInput(t *testing.T) {
 				t.Errorf("%d %s, want %d %s …%s…", r.code, r.body, tc.code, tc.reason, tc.msg)
 			}
 		})
+	}
+}
+
+// TestSortedListOrdersValuesByType: a CRD's printer column holding
+// quantities as text sorts them numerically, and a date column sorts by
+// the age it shows, youngest first; objects without a value come last
+// ascending and first descending, in both.
+func TestSortedListOrdersValuesByType(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	gvr := schema.GroupVersionResource{Group: "typed.rest.kubegate.test", Version: "v1", Resource: "widgets"}
+	crd := testenv.NewCRD(gvr.Group, gvr.Resource, "Widget")
+	crd.Object["spec"].(map[string]any)["versions"].([]any)[0].(map[string]any)["additionalPrinterColumns"] = []any{
+		map[string]any{"name": "Size", "type": "string", "jsonPath": ".spec.size"},
+		map[string]any{"name": "Seen", "type": "date", "jsonPath": ".spec.seen"},
+	}
+	env.CreateCRD(t, crd)
+	now := time.Now().UTC().Truncate(time.Second)
+	// name: size, seen hours ago (0: unset).
+	widgets := []struct {
+		name, size string
+		seen       int
+	}{{"a", "100Mi", 3}, {"b", "1", 0}, {"c", "2Gi", 1}, {"d", "500m", 0}, {"e", "1.5", 2}, {"f", "3k", 5}, {"g", "", 4}}
+	for _, w := range widgets {
+		spec := map[string]any{}
+		if w.size != "" {
+			spec["size"] = w.size
+		}
+		if w.seen != 0 {
+			spec["seen"] = now.Add(-time.Duration(w.seen) * time.Hour).Format(time.RFC3339)
+		}
+		o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": gvr.GroupVersion().String(), "kind": "Widget",
+			"metadata": map[string]any{"name": w.name}, "spec": spec}}
+		if _, err := env.Dynamic.Resource(gvr).Namespace(ns).Create(t.Context(), o, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gw := startGateway(t, nil)
+	path := gw + "/apis/" + gvr.GroupVersion().String() + "/namespaces/" + ns + "/" + gvr.Resource
+	testenv.Eventually(t, "the gateway to hold every widget", func() bool { return len(getList(t, path+"?sort=size").Items) == len(widgets) })
+	names := func(q string) []string {
+		t.Helper()
+		var out []string
+		for _, it := range getList(t, path+"?"+q).Items {
+			out = append(out, it.Metadata.Name)
+		}
+		return out
+	}
+	for q, want := range map[string][]string{
+		// 500m, 1, 1.5, 3k, 100Mi, 2Gi, then no size.
+		"sort=size":            {"d", "b", "e", "f", "a", "c", "g"},
+		"sort=size&order=desc": {"g", "c", "a", "f", "e", "b", "d"},
+		// Seen 1h ago, 2h, 3h, 4h, 5h, then never.
+		"sort=seen":            {"c", "e", "a", "g", "f", "b", "d"},
+		"sort=seen&order=desc": {"b", "d", "f", "g", "a", "e", "c"},
+		// A page at a time, the same.
+		"sort=seen&limit=5": {"c", "e", "a", "g", "f"},
+	} {
+		if got := names(q); !slices.Equal(got, want) {
+			t.Errorf("%s: %v, want %v", q, got, want)
+		}
+	}
+	// The next page of the date column starts past its last dated row,
+	// at the rows without a date.
+	l := getList(t, path+"?sort=seen&limit=5")
+	var rest []string
+	for _, it := range getList(t, path+"?sort=seen&limit=5&continue="+url.QueryEscape(l.Metadata.Continue)).Items {
+		rest = append(rest, it.Metadata.Name)
+	}
+	if want := []string{"b", "d"}; !slices.Equal(rest, want) {
+		t.Errorf("second page by seen: %v, want %v", rest, want)
 	}
 }
 

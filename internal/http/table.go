@@ -37,12 +37,17 @@ func (t *tableOptions) forRequest(info *informer.ResourceInfo, rq apiRequest) *t
 
 // writeTable answers objs as a Table: the columns of printer p (the
 // resource's, see rows.New), with a Namespace column for generic ones as
-// forRequest decides.
+// forRequest decides. A page with a continue token carries the number of
+// objects after it (remaining), as a list does.
 func (s *Server) writeTable(w http.ResponseWriter, r *http.Request, p *rows.Printer, objs []*informer.Object,
-	rv uint64, cont string, opts *tableOptions, pretty bool) {
+	rv uint64, cont string, remaining int, opts *tableOptions, pretty bool) {
 	t := buildTable(p, objs, opts, true, s.opts.Clock.Now())
 	t.ResourceVersion = strconv.FormatUint(rv, 10)
 	t.Continue = cont
+	if cont != "" {
+		n := int64(remaining)
+		t.RemainingItemCount = &n
+	}
 	b, err := json.Marshal(t)
 	if err != nil {
 		s.writeError(w, r, err)

@@ -28,10 +28,13 @@
 // Pop returned, the copy equals the window as of the version Pop
 // returned.
 //
-// Values sort typed: numbers (integers and resource.Quantity together),
-// then times, then strings (byte order), then missing values. A
-// descending sort reverses that, so missing values come first; the
-// namespace/name tiebreak stays ascending.
+// Values sort typed: numbers (integers and resource.Quantity together,
+// and text that is one: Parse), then times, then strings (byte order),
+// then missing values. A descending sort reverses that, so missing values
+// come first; the namespace/name tiebreak stays ascending. A sort whose
+// direction is the reverse of its clients' (SortSpec.Reversed: an age,
+// ascending when its time is descending) keeps missing values where the
+// clients' direction puts them.
 //
 // An offset window is a slice [Offset, Offset+Limit): a row inserted
 // above it shifts its content down one (the last row leaves, the row

@@ -120,11 +120,22 @@ func modelMatches(f Filter, r *Row) bool {
 }
 
 func modelCompare(spec SortSpec, a, b *Row) int {
-	c := Compare(modelValue(a, spec.Key), modelValue(b, spec.Key))
+	c := modelCompareValues(spec, modelValue(a, spec.Key), modelValue(b, spec.Key))
+	return cmp.Or(c, cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}
+
+// modelCompareValues orders two sort values in spec's direction: a
+// missing value goes last ascending and first descending, in the
+// direction the client asked for, which a reversed sort's Desc is not.
+func modelCompareValues(spec SortSpec, va, vb Value) int {
+	c := Compare(va, vb)
 	if spec.Desc {
 		c = -c
 	}
-	return cmp.Or(c, cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	if spec.Reversed && (va.Kind() == KindMissing) != (vb.Kind() == KindMissing) {
+		c = -c
+	}
+	return c
 }
 
 // modelWindow returns the rows of the window, the count and the offset.
@@ -141,10 +152,7 @@ func modelWindow(rows map[string]*Row, q Query) ([]string, int, int) {
 		anchor := &Row{Namespace: cur.Namespace, Name: cur.Name}
 		off = 0
 		for _, r := range all {
-			c := Compare(modelValue(r, q.Sort.Key), cur.Value)
-			if q.Sort.Desc {
-				c = -c
-			}
+			c := modelCompareValues(q.Sort, modelValue(r, q.Sort.Key), cur.Value)
 			if cmp.Or(c, cmp.Compare(r.Namespace, anchor.Namespace), cmp.Compare(r.Name, anchor.Name)) < 0 {
 				off++
 			}
@@ -297,7 +305,7 @@ func runModel(t *testing.T, c chooser, steps int) {
 	rv := uint64(1)
 	open := func() {
 		q := Query{
-			Sort:   SortSpec{Key: testSortKeys[c.Intn(len(testSortKeys))], Desc: c.Intn(2) == 0},
+			Sort:   SortSpec{Key: testSortKeys[c.Intn(len(testSortKeys))], Desc: c.Intn(2) == 0, Reversed: c.Intn(4) == 0},
 			Filter: randomFilter(c),
 		}
 		q.Range = randomRange(c, rows, q.Sort)

@@ -17,6 +17,11 @@ type SortSpec struct {
 	// a key Options.SortKey resolves (a field path).
 	Key  string
 	Desc bool
+	// Reversed says that Desc is the reverse of the direction the
+	// sort's clients asked for: an age sorted ascending (youngest first)
+	// is its time sorted descending. Rows without a value still go where
+	// the clients' direction puts them: last ascending, first descending.
+	Reversed bool
 }
 
 // Options configures a Table. The zero value is usable: rows have no
@@ -345,11 +350,19 @@ type index struct {
 }
 
 // compareEntries orders by value (reversed for a descending sort), then
-// by namespace and name.
-func compareEntries(desc bool) func(a, b *entry) int {
+// by namespace and name. Missing values go last, or first for a sort
+// that is descending in its clients' direction (see SortSpec.Reversed).
+func compareEntries(spec SortSpec) func(a, b *entry) int {
+	missingFirst := spec.Desc != spec.Reversed
 	return func(a, b *entry) int {
+		if am, bm := a.val.kind == KindMissing, b.val.kind == KindMissing; am != bm {
+			if am == missingFirst {
+				return -1
+			}
+			return 1
+		}
 		c := Compare(a.val, b.val)
-		if desc {
+		if spec.Desc {
 			c = -c
 		}
 		if c != 0 {
@@ -376,7 +389,7 @@ func (t *Table) indexLocked(spec SortSpec) (*index, error) {
 		t:       t,
 		spec:    spec,
 		value:   value,
-		cmp:     compareEntries(spec.Desc),
+		cmp:     compareEntries(spec),
 		entries: make(map[string]*entry, len(t.rows)),
 		views:   map[string]*view{},
 	}

@@ -2,6 +2,7 @@ package livequery
 
 import (
 	"cmp"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -36,7 +37,7 @@ type Value struct {
 	kind Kind
 	i    int64              // an integer, or a time as Unix nanoseconds
 	q    *resource.Quantity // a quantity; nil for an integer
-	s    string
+	s    string             // a string; a number's text when read from text (Parse)
 }
 
 // String returns a string value.
@@ -50,6 +51,32 @@ func Int(i int64) Value { return Value{kind: KindNumber, i: i} }
 func Quantity(q resource.Quantity) Value {
 	q = q.DeepCopy()
 	return Value{kind: KindNumber, q: &q}
+}
+
+// numberText matches the text Parse reads as a number: an integer or a
+// decimal of at most 40 digits, with a decimal exponent of at most 3
+// digits or a quantity's suffix ("3", "-1.5", "1e3", "500m", "2Gi"). The
+// bound keeps comparisons cheap: "1e999999" parses in microseconds, but
+// every comparison with it builds a number of that many digits, under a
+// table's lock. Cursor tokens accept the same (wire).
+var numberText = regexp.MustCompile(`^-?[0-9]{1,40}(\.[0-9]{1,40})?([eE][+-]?[0-9]{1,3}|[numkMGTPE]|[KMGTPE]i)?$`)
+
+// Parse returns the value of a cell shown as text s: a number when s is
+// an integer or a quantity ("500m", "2Gi", "1.5"), which compares
+// numerically and whose String is s as written (what a text filter
+// searches, and the cell shows), and the string s otherwise.
+func Parse(s string) Value {
+	if !numberText.MatchString(s) {
+		return String(s)
+	}
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return Value{kind: KindNumber, i: i, s: s}
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return String(s)
+	}
+	return Value{kind: KindNumber, q: &q, s: s}
 }
 
 // Time returns a time value; the zero time is missing, as an unset
@@ -73,13 +100,17 @@ func (v Value) UnixNano() int64 {
 // Kind returns v's kind.
 func (v Value) Kind() Kind { return v.kind }
 
-// String returns v as text: what a text filter searches. A time is
-// RFC 3339 in UTC; a missing value is "".
+// String returns v as text: what a text filter searches. A number read
+// from text (Parse) is that text; a time is RFC 3339 in UTC; a missing
+// value is "".
 func (v Value) String() string {
 	switch v.kind {
 	case KindString:
 		return v.s
 	case KindNumber:
+		if v.s != "" {
+			return v.s
+		}
 		if v.q != nil {
 			return v.q.String()
 		}

@@ -1,6 +1,8 @@
 package livequery
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,5 +65,40 @@ func TestValueString(t *testing.T) {
 	}
 	if k := Time(time.Time{}).Kind(); k != KindMissing {
 		t.Errorf("zero time is %v, want missing", k)
+	}
+}
+
+// TestParse: text that is a number or a quantity is a number, compared
+// numerically and searched as it is written; other text, and quantities
+// too large to compare cheaply, stay text.
+func TestParse(t *testing.T) {
+	shown := []string{"1", "1.5", "100Mi", "2Gi", "3k", "500m"}
+	var vals []Value
+	for _, s := range shown {
+		v := Parse(s)
+		if v.Kind() != KindNumber || v.String() != s {
+			t.Errorf("Parse(%q) = %v %q, want a number shown as %q", s, v.Kind(), v.String(), s)
+		}
+		vals = append(vals, v)
+	}
+	slices.SortStableFunc(vals, Compare)
+	var got []string
+	for _, v := range vals {
+		got = append(got, v.String())
+	}
+	if want := []string{"500m", "1", "1.5", "3k", "100Mi", "2Gi"}; !slices.Equal(got, want) {
+		t.Errorf("sorted %v, want %v", got, want)
+	}
+	if c := Compare(Parse("1.5"), Quantity(resource.MustParse("1500m"))); c != 0 {
+		t.Errorf("1.5 compares %d with 1500m", c)
+	}
+	if c := Compare(Parse("2"), Int(2)); c != 0 {
+		t.Errorf("2 compares %d with the integer 2", c)
+	}
+	for _, s := range []string{"", "Running", "v1.37", "80/TCP", "10.0.0.1", "1/1", "+5", " 5", "1e9999", "5d",
+		strings.Repeat("9", 41), "1.5Gi "} {
+		if v := Parse(s); v.Kind() != KindString || v.String() != s {
+			t.Errorf("Parse(%q) = %v %q, want the string", s, v.Kind(), v.String())
+		}
 	}
 }

@@ -207,6 +207,24 @@ func TestWindowDiffs(t *testing.T) {
 		want:  []string{"insert(1,a/two)", "count(3,@0)"},
 		rows2: []string{"a/none", "a/two", "a/one"},
 	}, {
+		name: "a reversed sort keeps missing values last ascending",
+		rows: []*Row{scored("a", "none", Value{}), scored("a", "one", Int(1))},
+		q:    Query{Sort: SortSpec{Key: "score", Desc: true, Reversed: true}, Range: Range{Limit: 5}},
+		change: func(tbl *Table) {
+			tbl.Upsert(scored("a", "two", Int(2)), 2)
+		},
+		want:  []string{"insert(0,a/two)", "count(3,@0)"},
+		rows2: []string{"a/two", "a/one", "a/none"},
+	}, {
+		name: "a reversed sort keeps missing values first descending",
+		rows: []*Row{scored("a", "none", Value{}), scored("a", "one", Int(1))},
+		q:    Query{Sort: SortSpec{Key: "score", Reversed: true}, Range: Range{Limit: 5}},
+		change: func(tbl *Table) {
+			tbl.Upsert(scored("a", "two", Int(2)), 2)
+		},
+		want:  []string{"insert(2,a/two)", "count(3,@0)"},
+		rows2: []string{"a/none", "a/one", "a/two"},
+	}, {
 		name: "a label change moves a row out of the filter",
 		rows: []*Row{scored("a", "p", Int(1), "app", "web"), scored("a", "q", Int(2), "app", "web"),
 			scored("a", "r", Int(3), "app", "web"), scored("a", "s", Int(4), "app", "db")},

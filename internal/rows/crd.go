@@ -81,8 +81,10 @@ func ageColumn(cols []PrinterColumn) bool {
 }
 
 // columnValue evaluates a printer column: the first value found, dates
-// as the time since them, nil when absent. Numbers sort as numbers,
-// dates as times, the rest as text.
+// as the time since them, nil when absent. Numbers sort as numbers, and
+// so does text that is one (a quantity such as "500m" or "2Gi", which a
+// column shows as text, whatever its type); dates sort as times, the rest
+// as text.
 func columnValue(jp *jsonpath.JSONPath, c PrinterColumn, content map[string]any) Cell {
 	if jp == nil || content == nil {
 		return nothing()
@@ -103,13 +105,15 @@ func columnValue(jp *jsonpath.JSONPath, c PrinterColumn, content map[string]any)
 	case nil:
 		return nothing()
 	case string:
-		return text(v)
+		return Cell{Value: v, Typed: livequery.Parse(v)}
 	case bool:
 		return Cell{Value: v, Typed: livequery.String(strconv.FormatBool(v))}
 	case float64:
 		return Cell{Value: v, Typed: number(v, c.Type == "integer")}
-	case int64, int:
-		return Cell{Value: v, Typed: livequery.String(fmt.Sprint(v))}
+	case int64:
+		return Cell{Value: v, Typed: livequery.Int(v)}
+	case int:
+		return Cell{Value: v, Typed: livequery.Int(int64(v))}
 	}
 	return text(fmt.Sprint(v))
 }

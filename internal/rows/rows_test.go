@@ -3,8 +3,10 @@ package rows
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -192,6 +194,34 @@ func TestCRDRows(t *testing.T) {
 	checkRows(t, "gizmos", p, gizmos(t))
 	// Without a creationTimestamp column, an Age column is added.
 	checkRows(t, "gizmos-no-age", New(info, gizmoColumns[:2]), gizmos(t))
+}
+
+// TestCRDQuantityColumn: a printer column holding quantities, as text
+// ("500m", "2Gi") or as JSON numbers, types them as numbers, so that
+// they sort numerically, and keeps them searchable as they are shown.
+func TestCRDQuantityColumn(t *testing.T) {
+	info := &informer.ResourceInfo{GVR: schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gizmos"}}
+	for _, typ := range []string{"string", "number"} {
+		p := New(info, []PrinterColumn{{Name: "Size", Type: typ, JSONPath: ".spec.size"}})
+		var typed []livequery.Value
+		for i, size := range []string{`"100Mi"`, `"2Gi"`, `1.5`, `"3k"`, `"500m"`, `"1"`, `"big"`} {
+			raw := fmt.Sprintf(`{"metadata":{"name":"g%d"},"spec":{"size":%s}}`, i, size)
+			c := p.Row(&informer.Object{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("g%d", i)}, Raw: []byte(raw)}).Cells[1]
+			typed = append(typed, c.Typed)
+			if s := strings.Trim(size, `"`); size[0] == '"' && c.Typed.String() != s {
+				t.Errorf("%s column: %s is searched as %q", typ, size, c.Typed.String())
+			}
+		}
+		slices.SortStableFunc(typed, livequery.Compare)
+		var got []string
+		for _, v := range typed {
+			got = append(got, typedString(v))
+		}
+		want := []string{"number:500m", "number:1", "number:1500m", "number:3k", "number:100Mi", "number:2Gi", "string:big"}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s column sorted %v, want %v", typ, got, want)
+		}
+	}
 }
 
 // TestEncodedOncePerObjectVersion checks that a printer encodes an

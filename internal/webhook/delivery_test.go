@@ -403,20 +403,6 @@ func TestApplyKeepsOtherQueues(t *testing.T) {
 	}
 }
 
-func TestOverflowCounted(t *testing.T) {
-	rcv := newReceiver(t, time.Now)
-	h := start(t, hookConfig(t, "a", rcv.srv.URL))
-	src := h.source("a", 0)
-	src.mu.Lock()
-	src.stats.Overflows, src.stats.Collapses = 2, 2
-	src.mu.Unlock()
-	src.push(note(informer.Added, "x", 1))
-	rcv.next()
-	testenv.Eventually(t, "collapse metric", func() bool {
-		return testutil.ToFloat64(h.m.m.overflows.WithLabelValues("a", "collapse")) == 2
-	})
-}
-
 func TestInvalidConfigRejectedAtStart(t *testing.T) {
 	c := hookConfig(t, "a", "https://r.example/")
 	c.SecretFile = ""

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -233,6 +234,78 @@ func TestIntegrationCollapseWhileDown(t *testing.T) {
 	})
 	stop()
 	rcv.noMore()
+}
+
+// TestOverflowCounted: while its receiver is down, a webhook's listener
+// overflows its bound for real, first collapsing a backlog of a few
+// objects' changes, then, once more objects changed than collapsing
+// could hold, resetting; the webhook counts each overflow under its
+// resolution, as many as the listener had.
+func TestOverflowCounted(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	rcv := newReceiver(t, time.Now)
+	rcv.setRespond(func(_ int, w http.ResponseWriter) { w.WriteHeader(http.StatusServiceUnavailable) })
+	c := hookConfig(t, "overflow", rcv.srv.URL)
+	c.Resources = []Resource{{Resource: "configmaps", Namespace: ns}}
+	c.MaxEvents = 16
+	c.Retry = Retry{MaxAttempts: 100000, MaxAge: metav1.Duration{Duration: time.Hour},
+		InitialBackoff: metav1.Duration{Duration: 50 * time.Millisecond}, MaxBackoff: metav1.Duration{Duration: 200 * time.Millisecond}}
+	m, _ := startReal(t, nil, c)
+	m.mu.Lock()
+	src := m.hooks["overflow"].inputs[0].src
+	m.mu.Unlock()
+	metric := func(v *prometheus.CounterVec, label string) uint64 {
+		return uint64(testutil.ToFloat64(v.WithLabelValues("overflow", label)))
+	}
+
+	ctx := context.Background()
+	cms := env.Client.CoreV1().ConfigMaps(ns)
+	create := func(name string) *corev1.ConfigMap {
+		t.Helper()
+		cm, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"v": "0"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cm
+	}
+	// The first event is taken and retried: the rest waits in the listener.
+	create("hold")
+	if ev := rcv.nextConfigMap(t); ev.name != "hold" {
+		t.Fatalf("first %+v", ev)
+	}
+	// Two objects changed 40 times: the backlog reaches 16 and collapses
+	// to their latest states, again and again.
+	create("few-0")
+	create("few-1")
+	for i := range 40 {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("few-%d", i%2)}, Data: map[string]string{"v": fmt.Sprint(i)}}
+		if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, "the listener to collapse", func() bool { return src.Stats().Collapses > 0 })
+	// More objects than collapsing can hold in 3/4 of the bound: a reset.
+	for i := range 16 {
+		create(fmt.Sprintf("many-%d", i))
+	}
+	testenv.Eventually(t, "the listener to reset", func() bool { return src.Stats().Resets > 0 })
+	s := src.Stats()
+	if s.Overflows != s.Collapses+s.Resets {
+		t.Errorf("listener stats %+v: overflows are not collapses and resets", s)
+	}
+	// The hook reports what its listener counted at its next retry.
+	want := [3]uint64{s.Collapses, s.Resets, s.Resets}
+	var got [3]uint64
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		got = [3]uint64{metric(m.m.overflows, "collapse"), metric(m.m.overflows, "reset"), metric(m.m.resets, reasonOverflow)}
+		return got == want, nil
+	}); err != nil {
+		t.Fatalf("overflows counted (collapse, reset; resets for overflow) %v, want %v as the listener counted them", got, want)
+	}
+	if s2 := src.Stats(); s2.Overflows != s.Overflows {
+		t.Errorf("the listener overflowed again with no change: %+v after %+v", s2, s)
+	}
 }
 
 // TestIntegrationOutageReconciles takes a receiver down while config maps

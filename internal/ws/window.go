@@ -298,16 +298,17 @@ func (s *socket) appendWindow(buf []byte, sub *subscription, win *window, rv uin
 	return append(buf, "]}"...)
 }
 
-// firstRowMayChange reports whether ops may change which row is first:
-// only an edit at position 0 can (a count alone, the commonest frame of
-// a window that many changes touch, cannot), so the cursor is computed
-// only then.
+// firstRowMayChange reports whether ops may change the window's first
+// row or its sort value, and so its cursor: only an edit at position 0
+// can, an update included (the row stays first with another sort value).
+// A count alone, the commonest frame of a window that many changes
+// touch, cannot, so the cursor is computed only then.
 func firstRowMayChange(ops []livequery.Op) bool {
 	for _, op := range ops {
 		switch op.Type {
 		case livequery.OpReset:
 			return true
-		case livequery.OpInsert, livequery.OpRemove:
+		case livequery.OpInsert, livequery.OpRemove, livequery.OpUpdate:
 			if op.Pos == 0 {
 				return true
 			}

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"kubegate/internal/informer"
@@ -267,19 +268,43 @@ func TestWindowsStayEqualToTheSortedList(t *testing.T) {
 	c.send(map[string]any{"type": "window", "id": "from-cursor", "cursor": fc.cursor})
 	readWindows(t, c, copies, func() bool { return fc.frames > 2 })
 
+	// The windows are compared with the list once they reflect the
+	// step's change. The list's resourceVersion cannot tell when: it may
+	// be a later write to another resource (the apiserver renews its
+	// leases every 10s; the secret below stands for that, every step),
+	// which a table of ConfigMaps reaches only with its next change. A
+	// fence does: a ConfigMap outside the windows' selector, updated after
+	// the step's change, at a version the test knows. Nothing but the
+	// test changes the listed ConfigMaps, so a window at the fence's
+	// version or later holds what the list holds.
+	fence := createCM(t, ns, "fence", map[string]string{"lq": "fence"})
+	secrets := env.Client.CoreV1().Secrets(ns)
+	if _, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	check := func(step int, what string) {
 		t.Helper()
-		keys, rv := list()
+		fence = updateCM(t, fence, strconv.Itoa(step))
+		rv, _ := strconv.ParseUint(fence.ResourceVersion, 10, 64)
+		if _, err := secrets.Update(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere"},
+			StringData: map[string]string{"step": strconv.Itoa(step)}}, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		keys, _ := list()
 		for _, s := range specs {
 			w := copies[s.id]
 			// A move to where the window is answers at once with what it
 			// holds and the table's version: repeat until that version
-			// includes the change.
+			// includes the fence.
 			move := map[string]any{"type": "window", "id": s.id, "offset": s.offset}
 			if s.anchor != nil {
 				move = map[string]any{"type": "window", "id": s.id, "cursor": s.anchorT}
 			}
+			deadline := time.Now().Add(time.Minute) // a failure bound, not a period
 			for w.rv < rv {
+				if time.Now().After(deadline) {
+					t.Fatalf("step %d (%s): window %s still at rv %d a minute after the fence's change at %d", step, what, s.id, w.rv, rv)
+				}
 				before := w.frames
 				c.send(move)
 				readWindows(t, c, copies, func() bool { return w.frames > before })
@@ -337,6 +362,125 @@ func TestWindowsStayEqualToTheSortedList(t *testing.T) {
 	readWindows(t, c2, map[string]*winCopy{"again": reopened}, func() bool { return reopened.frames > 0 })
 	if !slices.Equal(reopened.names(), fc.names()) {
 		t.Fatalf("reopened at the cursor: %v, want %v", reopened.names(), fc.names())
+	}
+}
+
+// TestWindowCursorFollowsItsFirstRowsSortValue: an update that changes
+// the sort value of a window's first row, without moving it, changes the
+// cursor of the window's first row; the WINDOW frame carries the new one,
+// and a window reopened at it starts where this one is.
+func TestWindowCursorFollowsItsFirstRowsSortValue(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	cms := env.Client.CoreV1().ConfigMaps(ns)
+	for name, keys := range map[string]int{"x": 1, "y": 2} {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{}}
+		for i := range keys {
+			cm.Data["k"+strconv.Itoa(i)] = "v"
+		}
+		if _, err := cms.Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts := startServer(t, startManager(t, env.Config, nil), nil)
+	c := dial(t, ts)
+	sub := func(c *client, id, cursor string) *winCopy {
+		t.Helper()
+		c.subscribe(id, "configmaps", ns, func(m map[string]any) {
+			m["sort"], m["order"], m["limit"] = "DATA", "desc", 2
+			if cursor != "" {
+				m["cursor"] = cursor
+			}
+		})
+		c.expect("ack", id)
+		w := &winCopy{t: t, id: id}
+		readWindows(t, c, map[string]*winCopy{id: w}, func() bool { return w.frames > 0 })
+		return w
+	}
+	w := sub(c, "w", "")
+	if want := []string{ns + "/y", ns + "/x"}; !slices.Equal(w.names(), want) || w.cursor == "" {
+		t.Fatalf("window %v, cursor %q; want %v and a cursor", w.names(), w.cursor, want)
+	}
+	first := w.cursor
+
+	patch := []byte(`{"data":{"k2":"v","k3":"v","k4":"v"}}`)
+	y, err := cms.Patch(context.Background(), "y", types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readWindows(t, c, map[string]*winCopy{"w": w}, func() bool {
+		return len(w.rows) > 0 && w.rows[0].ResourceVersion == y.ResourceVersion
+	})
+	if w.cursor == first {
+		t.Fatalf("y went from 2 keys to 5 at the top of the window: the window's cursor is still the one of y with 2 keys")
+	}
+	// Reopened at the last cursor, the window starts where this one is.
+	again := sub(dial(t, ts), "again", w.cursor)
+	if !slices.Equal(again.names(), w.names()) || again.offset != w.offset {
+		t.Fatalf("reopened at the last cursor: %v at offset %d; want %v at offset %d", again.names(), again.offset, w.names(), w.offset)
+	}
+}
+
+// TestWindowOrdersValuesByType: windows on a CRD's printer columns sort
+// quantities held as text numerically, and a date column by the age it
+// shows, youngest first; rows without a value come last ascending and
+// first descending, in both.
+func TestWindowOrdersValuesByType(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	gvr := schema.GroupVersionResource{Group: "typed.ws.kubegate.test", Version: "v1", Resource: "widgets"}
+	crd := testenv.NewCRD(gvr.Group, gvr.Resource, "Widget")
+	crd.Object["spec"].(map[string]any)["versions"].([]any)[0].(map[string]any)["additionalPrinterColumns"] = []any{
+		map[string]any{"name": "Size", "type": "string", "jsonPath": ".spec.size"},
+		map[string]any{"name": "Seen", "type": "date", "jsonPath": ".spec.seen"},
+	}
+	env.CreateCRD(t, crd)
+	now := time.Now().UTC().Truncate(time.Second)
+	// name: size, seen hours ago (0: unset).
+	for _, w := range []struct {
+		name, size string
+		seen       int
+	}{{"a", "100Mi", 3}, {"b", "1", 0}, {"c", "2Gi", 1}, {"d", "500m", 0}, {"e", "1.5", 2}, {"f", "3k", 5}, {"g", "", 4}} {
+		spec := map[string]any{}
+		if w.size != "" {
+			spec["size"] = w.size
+		}
+		if w.seen != 0 {
+			spec["seen"] = now.Add(-time.Duration(w.seen) * time.Hour).Format(time.RFC3339)
+		}
+		o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": gvr.GroupVersion().String(), "kind": "Widget",
+			"metadata": map[string]any{"name": w.name}, "spec": spec}}
+		if _, err := env.Dynamic.Resource(gvr).Namespace(ns).Create(context.Background(), o, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts := startServer(t, startManager(t, env.Config, nil), nil)
+	c := dial(t, ts)
+	for i, tc := range []struct {
+		sort, order string
+		want        []string
+	}{
+		// 500m, 1, 1.5, 3k, 100Mi, 2Gi, then no size.
+		{"Size", "asc", []string{"d", "b", "e", "f", "a", "c", "g"}},
+		{"Size", "desc", []string{"g", "c", "a", "f", "e", "b", "d"}},
+		// Seen 1h ago, 2h, 3h, 4h, 5h, then never.
+		{"Seen", "asc", []string{"c", "e", "a", "g", "f", "b", "d"}},
+		{"Seen", "desc", []string{"b", "d", "f", "g", "a", "e", "c"}},
+	} {
+		id := "w" + strconv.Itoa(i)
+		c.subscribe(id, gvr.Resource+"."+gvr.Group, ns, func(m map[string]any) {
+			m["sort"], m["order"], m["limit"] = tc.sort, tc.order, 10
+		})
+		c.expect("ack", id)
+		w := &winCopy{t: t, id: id}
+		readWindows(t, c, map[string]*winCopy{id: w}, func() bool { return w.frames > 0 })
+		var got []string
+		for _, r := range w.rows {
+			got = append(got, r.Name)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s %s: %v, want %v", tc.sort, tc.order, got, tc.want)
+		}
 	}
 }
 

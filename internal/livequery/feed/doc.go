@@ -8,9 +8,16 @@
 //	    snapshot ADDED… END_OF_SNAPSHOT   ─▶ Table.Replace
 //	    ADDED, MODIFIED / DELETED          ─▶ Table.Upsert / Table.Delete
 //	    RESET, snapshot                    ─▶ Table.Replace (net effect)
-//	    progress (bookmarks, idle)         ─▶ Table.SetVersion
+//	    progress (bookmarks), on drain     ─▶ Table.SetVersion
 //	    ENDED (resource no longer served)  ─▶ Table.End
 //	                                            └─▶ livequery.Windows
+//
+// The feeder drains its listener when woken, which a change does and a
+// bookmark alone does not: a table's version moves with its resource's
+// changes, and to a bookmark's version only at the next change. A
+// window's rv may therefore stay behind the apiserver's latest
+// resourceVersion (other resources' writes take versions too) for as
+// long as its resource does not change.
 //
 // Rows are built once per change by a RowFunc (MetadataRow by default),
 // chosen per resource with the Table's options by Options.Schema, which

@@ -96,17 +96,14 @@ func Schema(info *informer.ResourceInfo, p *rows.Printer) feed.Schema {
 }
 
 // fieldValue reads a selectable field as a sort key: missing when the
-// object lacks it, a number when it is an integer (status.replicas),
-// else its text as a field selector compares it.
+// object lacks it, a number when it is one (status.replicas, or a
+// quantity such as "500m"), else its text as a field selector compares
+// it.
 func fieldValue(r *livequery.Row, key string) livequery.Value {
 	if r.Fields == nil || !r.Fields.Has(key) {
 		return livequery.Value{}
 	}
-	s := r.Fields.Get(key)
-	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return livequery.Int(i)
-	}
-	return livequery.String(s)
+	return livequery.Parse(r.Fields.Get(key))
 }
 
 // issuedQuantity matches the quantities a cursor may hold: at most 40
@@ -147,7 +144,8 @@ type Window struct {
 //
 // Sorting by an age column (rows.Column.Age: an age, a time since)
 // sorts by the age it shows: ascending is youngest first, the reverse of
-// the time it counts from.
+// the time it counts from (SortSpec.Reversed), and rows without one come
+// last.
 func (p Params) Resolve(info *informer.ResourceInfo, cols []rows.Column) (Window, error) {
 	w := Window{Text: p.Filter, Column: -1, Range: livequery.Range{Limit: p.Limit, Offset: p.Offset}}
 	switch p.Order {
@@ -172,7 +170,7 @@ func (p Params) Resolve(info *informer.ResourceInfo, cols []rows.Column) (Window
 		}
 		w.Sort.Key, w.Column = cols[i].Name, i
 		if cols[i].Age {
-			w.Sort.Desc = !w.Sort.Desc
+			w.Sort.Desc, w.Sort.Reversed = !w.Sort.Desc, true
 		}
 	}
 	if p.Cursor != "" {

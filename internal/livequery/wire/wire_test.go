@@ -54,7 +54,8 @@ func TestResolve(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || w.Sort.Key != tc.key || w.Sort.Desc != tc.desc || w.Column != tc.column {
+		// Only the age column's direction is the reverse of the client's.
+		if err != nil || w.Sort.Key != tc.key || w.Sort.Desc != tc.desc || w.Column != tc.column || w.Sort.Reversed != (tc.key == "Age") {
 			t.Errorf("%+v: got %+v, %v; want key %q desc %v column %d", tc.p, w, err, tc.key, tc.desc, tc.column)
 		}
 	}
@@ -68,6 +69,11 @@ func TestTokenRoundTrip(t *testing.T) {
 		livequery.Quantity(resource.MustParse("1500m")),
 		livequery.Time(time.Date(2026, 11, 25, 1, 2, 3, 456, time.UTC)),
 		livequery.String(`a "quoted" ☃ value`),
+		// Numbers read from text, as a cell holds them, as written.
+		livequery.Parse("1.5"),
+		livequery.Parse("100Mi"),
+		livequery.Parse("007"),
+		livequery.Parse("-" + strings.Repeat("9", 40) + "." + strings.Repeat("9", 40) + "e-308"),
 	}
 	for _, v := range values {
 		c := livequery.Cursor{Value: v, Namespace: "ns", Name: "web-1"}
