@@ -1,18 +1,18 @@
-package httpapi
+package gateway_test
 
 import (
 	"bufio"
-	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 
-	"go.uber.org/zap/zaptest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"kubegate/internal/ws"
+	"kubegate/internal/gateway"
+	"kubegate/internal/gateway/gatewaytest"
 )
 
 // TestLongRequestURIs: a path over 2048 bytes or a query over 8192 gets
@@ -20,23 +20,9 @@ import (
 // request head of 1 MiB (a 1 MB filter among them); past that, the HTTP
 // server itself refuses the head with 431, as kube-apiserver's does.
 func TestLongRequestURIs(t *testing.T) {
-	var wss *ws.Server
-	gw := startGateway(t, func(o *Options) {
-		var err error
-		if wss, err = ws.New(ws.Options{Manager: o.Manager, Logger: zaptest.NewLogger(t).Named("ws")}); err != nil {
-			t.Fatal(err)
-		}
-		o.WebSocket = wss
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- wss.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("ws: %v", err)
-		}
-	})
+	cfg := gatewaytest.Config()
+	cfg.Auth.Authn, cfg.Auth.Authz = "none", "always-allow"
+	gw := gatewaytest.Start(t, cfg, gateway.Options{}).URL()
 	list := gw + "/api/v1/namespaces/default/configmaps"
 	for _, tc := range []struct {
 		name, u  string
@@ -87,4 +73,40 @@ func TestLongRequestURIs(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Errorf("a head over 1 MiB: %s, want 431", resp.Status)
 	}
+}
+
+type response struct {
+	code int
+	body []byte
+	hdr  http.Header
+}
+
+func (r response) status(t *testing.T) metav1.Status {
+	t.Helper()
+	var st metav1.Status
+	if err := json.Unmarshal(r.body, &st); err != nil || st.Kind != "Status" {
+		t.Fatalf("want a Status, got %d %s", r.code, r.body)
+	}
+	if int(st.Code) != r.code {
+		t.Errorf("Status code %d, HTTP code %d", st.Code, r.code)
+	}
+	return st
+}
+
+func do(t *testing.T, method, u string) response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return response{resp.StatusCode, body, resp.Header}
 }
