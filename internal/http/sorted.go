@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	"kubegate/internal/auth"
 	"kubegate/internal/informer"
 	"kubegate/internal/livequery"
 	"kubegate/internal/livequery/feed"
@@ -73,7 +74,9 @@ func (s *Server) serveSortedList(w http.ResponseWriter, r *http.Request, rq apiR
 		s.writeError(w, r, err)
 		return
 	}
-	query := livequery.Query{Sort: spec.Sort, Filter: wire.Filter(p.filter, spec.Text)}
+	// The views a list builds count against its user's share.
+	query := livequery.Query{Sort: spec.Sort, Filter: wire.Filter(p.filter, spec.Text),
+		Owner: auth.ClientKey(auth.UserFrom(ctx), r.RemoteAddr)}
 	if p.cont != "" {
 		c, err := parseSortedContinue(p.cont, spec.Sort, cols)
 		if err != nil {

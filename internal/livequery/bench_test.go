@@ -1,6 +1,7 @@
 package livequery
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -55,7 +56,7 @@ func BenchmarkChange(b *testing.B) {
 							q.Filter.Namespaces = sets.New(fmt.Sprintf("ns-%02d", v), fmt.Sprintf("ns-%02d", v+50))
 							q.Range.Offset /= 50
 						}
-						w, err := tbl.Open(q)
+						w, err := tbl.Open(context.Background(), q)
 						if err != nil {
 							b.Fatal(err)
 						}
@@ -96,7 +97,7 @@ func BenchmarkScroll(b *testing.B) {
 		tbl, _ := benchTable(n)
 		b.Run(fmt.Sprintf("objects=%d", n), func(b *testing.B) {
 			off := n / 2
-			w, err := tbl.Open(Query{Sort: SortSpec{Key: "restarts"}, Range: Range{Offset: off, Limit: benchLimit}})
+			w, err := tbl.Open(context.Background(), Query{Sort: SortSpec{Key: "restarts"}, Range: Range{Offset: off, Limit: benchLimit}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -126,7 +127,7 @@ func BenchmarkOpen(b *testing.B) {
 			b.Run(fmt.Sprintf("objects=%d/index=%s", n, name), func(b *testing.B) {
 				q := Query{Sort: SortSpec{Key: "metadata.creationTimestamp", Desc: true}, Range: Range{Offset: n / 3, Limit: benchLimit}}
 				if shared {
-					keep, err := tbl.Open(q)
+					keep, err := tbl.Open(context.Background(), q)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -134,7 +135,7 @@ func BenchmarkOpen(b *testing.B) {
 				}
 				var buf []Op
 				for b.Loop() {
-					w, err := tbl.Open(q)
+					w, err := tbl.Open(context.Background(), q)
 					if err != nil {
 						b.Fatal(err)
 					}

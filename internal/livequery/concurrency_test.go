@@ -1,6 +1,7 @@
 package livequery
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -20,7 +21,7 @@ func TestConcurrentFeederAndConsumers(t *testing.T) {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(i), 9))
 			wake := make(chan struct{}, 1)
-			w, err := tbl.Open(Query{
+			w, err := tbl.Open(context.Background(), Query{
 				Sort:  SortSpec{Key: testSortKeys[i%len(testSortKeys)], Desc: i%2 == 0},
 				Range: Range{Offset: i, Limit: 5},
 				Wake: func() {

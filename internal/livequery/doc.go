@@ -63,45 +63,79 @@
 //
 // An index is one sort order of a table; a view is an index through one
 // filter, held as an order-statistic tree (a treap with subtree sizes,
-// tree.go) of the rows that match. Both are built on the first Open that
-// needs them and shared by every window that sorts and filters alike
+// tree.go) of the rows that match, each with its sort value. A view is
+// built on the first Open that needs it, without the table's lock (see
+// Building), and shared by every window that sorts and filters alike
 // (equal Filter.key). A view whose last window closes is kept, up to
 // date, among the table's idle views (Options.IdleViews, least recently
 // used dropped first), so that a window reopened alike finds it built;
-// an index goes with its last view. A view per distinct filter is what keeps counting and
-// selecting the k-th matching row logarithmic whatever the filter's
-// selectivity: a text filter or an RBAC namespace set is maintained
-// incrementally like any other, at the price of memory and of matching
-// each change once per view.
+// an index goes with its last view. A view per distinct filter is what
+// keeps counting and selecting the k-th matching row logarithmic
+// whatever the filter's selectivity: a text filter or an RBAC namespace
+// set is maintained incrementally like any other, at the price of
+// memory and of matching each change once per view.
+//
+// # Building
+//
+// The rows are kept in a B-tree (github.com/google/btree) by key, which
+// clones in O(1), copy on write, as kube-apiserver's cacher clones its
+// own. The Open that needs a new view registers a build and clones the
+// rows under the lock; a goroutine of the build's own filters the
+// clone, computes sort values and sorts, with no lock held, while
+// changes, pops, moves and other Opens go on. The changes made meanwhile
+// queue on the build; it applies them off the lock while many are
+// queued, then the last few under it, with which it installs the view
+// and opens its waiters' windows. Opens of a view being built wait for
+// it (or for their context); a build whose every Open has given up
+// stops at its next check, every 1024 rows.
+//
+// # Shares
+//
+// A table holds at most Options.MaxViews views (idle ones and builds
+// included), and each owner (Query.Owner, a user) at most
+// Options.MaxViewsPerOwner of them: those it holds windows on or waits
+// to have built. Past its share an owner's Open fails with a 429
+// (TooManyViewsError). When the table holds MaxViews, the least recently
+// used idle view makes room; with none idle, the owner holding the most
+// views gives way if it holds more than the one asking would: its least
+// recently opened view (one it alone holds, if any) ends, and that
+// view's windows end with a 429 (ViewEvictedError, Window.Err).
+// Otherwise the Open fails with a 429.
 //
 // # Costs
 //
 // With n rows, I indexes, V views in all, m rows in a view, W windows in
 // all, L a window's limit and p the cost of evaluating one filter:
 //
-//   - a change (Upsert, Delete): O(I) sort value extractions, O(V·p)
-//     filter evaluations, O(log m) per view it touches, O(1) per window of
-//     those views plus O(log m) for each row that enters a window. It is
+//   - a change (Upsert, Delete): O(log n) in the rows' B-tree, O(I) sort
+//     value extractions (two per index: the row's old value, to find
+//     it, and its new one), O(V·p) filter evaluations, O(log m) per view
+//     it touches, O(1) per window of those views plus O(log m) for each
+//     row that enters a window, and O(1) per view being built. It is
 //     independent of n but for the logarithms; with many windows on the
 //     view it is O(W), each window getting at most its count.
 //   - Open on an existing view: O(log m + L). On a new view: O(n·p) to
-//     filter and O(m log m) to sort; on a new index also O(n) extractions.
+//     filter and extract, O(m log m) to sort, all off the lock, and
+//     O(k log m) for the k changes made meanwhile.
 //   - Move (scrolling): O(log m + k) for k rows entering the window, and
 //     one removal per row leaving it (a reset when none stays).
 //   - Pop: O(operations), or O(log m + L) after a reset.
-//   - memory: O(n) per index and O(m) per view; O(L) per window. Views
+//   - memory: O(n) for the rows, O(m) per view; O(L) per window. Views
 //     are bounded per table (Options.MaxViews), so a table's memory is
 //     O(MaxViews·n) at worst, whatever its windows ask for.
 //
 // # Locking
 //
-// One mutex per Table guards its rows, indexes, views and every window's
-// state; a Window has no lock or goroutine of its own. The feeder holds
-// it while it applies one change (or one Replace) and computes every
-// window's operations; consumers hold it while they Open, Pop, Move or
-// Close. The consumers of windows with something new to pop are woken
+// One mutex per Table guards its rows, indexes, views, builds and every
+// window's state; a Window has no lock or goroutine of its own. The
+// feeder holds it while it applies one change (or one Replace, a
+// relist's net effect) and computes every window's operations;
+// consumers hold it while they Pop, Move or Close, and Open holds it to
+// attach to a view, or to register a build. No view is built under it.
+// The consumers of windows with something new to pop are woken
 // (Query.Wake) after it is released, so a wake may call back into the
-// table. Nothing here starts a goroutine or blocks on I/O.
+// table. The only goroutines are builds' (Table.Wait waits for them);
+// nothing blocks on I/O.
 //
 // Everything handed out (Rows, and the Row in an Op) is shared and must
 // not be modified.

@@ -1,6 +1,7 @@
 package livequery
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -49,7 +50,7 @@ func TestEndWakesWindowsAfterWhatTheyHold(t *testing.T) {
 	if tbl.Len() != 11 || !errors.Is(tbl.Err(), gone) {
 		t.Fatalf("after End: %d rows, err %v; want 11 rows, %v", tbl.Len(), tbl.Err(), gone)
 	}
-	if _, err := tbl.Open(Query{Range: Range{Limit: 1}}); !errors.Is(err, gone) {
+	if _, err := tbl.Open(context.Background(), Query{Range: Range{Limit: 1}}); !errors.Is(err, gone) {
 		t.Fatalf("Open after End: %v, want %v", err, gone)
 	}
 }

@@ -1,6 +1,7 @@
 package livequery_test
 
 import (
+	"context"
 	"fmt"
 
 	"kubegate/internal/livequery"
@@ -14,7 +15,7 @@ func Example() {
 	}
 	tbl.Replace([]*livequery.Row{pod("web-0", 3), pod("web-1", 0), pod("db-0", 1)}, 100)
 
-	w, err := tbl.Open(livequery.Query{
+	w, err := tbl.Open(context.Background(), livequery.Query{
 		Sort:  livequery.SortSpec{Key: "restarts", Desc: true},
 		Range: livequery.Range{Limit: 2},
 	})

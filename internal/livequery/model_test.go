@@ -2,6 +2,7 @@ package livequery
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -284,6 +285,25 @@ func runModel(t *testing.T, c chooser, steps int) {
 	// and the oldest are dropped.
 	tbl := NewTable(Options{Columns: testColumns, MaxPending: 8, IdleViews: 3})
 	rows := map[string]*Row{}
+	rv := uint64(1)
+	// Views are built off the table's lock while changes go on: each
+	// build meets a few changes, which it must catch up with, applied
+	// off the lock once more than catchUp are queued.
+	tbl.catchUp = c.Intn(3)
+	tbl.buildHook = func() {
+		for range c.Intn(4) {
+			rv++
+			if c.Intn(3) == 0 {
+				ns, name := testNamespaces[c.Intn(len(testNamespaces))], fmt.Sprintf("pod-%d", c.Intn(24))
+				delete(rows, ns+"/"+name)
+				tbl.Delete(ns, name, rv)
+				continue
+			}
+			r := randomRow(c, rv)
+			rows[r.Key()] = r
+			tbl.Upsert(r, rv)
+		}
+	}
 	var wins []*modelWin
 	defer func() {
 		for _, mw := range wins {
@@ -302,14 +322,13 @@ func runModel(t *testing.T, c chooser, steps int) {
 			t.Errorf("%d views left (%d idle, %d counted), want at most 3, all idle", n, len(tbl.idle), tbl.views)
 		}
 	}()
-	rv := uint64(1)
 	open := func() {
 		q := Query{
 			Sort:   SortSpec{Key: testSortKeys[c.Intn(len(testSortKeys))], Desc: c.Intn(2) == 0, Reversed: c.Intn(4) == 0},
 			Filter: randomFilter(c),
 		}
 		q.Range = randomRange(c, rows, q.Sort)
-		w, err := tbl.Open(q)
+		w, err := tbl.Open(context.Background(), q)
 		if err != nil {
 			t.Fatalf("open %+v: %v", q, err)
 		}

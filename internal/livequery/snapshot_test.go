@@ -1,6 +1,7 @@
 package livequery
 
 import (
+	"context"
 	"slices"
 	"testing"
 )
@@ -17,7 +18,7 @@ func TestSnapshotAndCursorAfter(t *testing.T) {
 	desc := SortSpec{Key: "score", Desc: true}
 	page := func(c *Cursor, limit int) (Snapshot, *Window) {
 		t.Helper()
-		w, err := tbl.Open(Query{Sort: desc, Range: Range{Cursor: c, Limit: limit}})
+		w, err := tbl.Open(context.Background(), Query{Sort: desc, Range: Range{Cursor: c, Limit: limit}})
 		if err != nil {
 			t.Fatal(err)
 		}

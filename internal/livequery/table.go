@@ -2,10 +2,13 @@ package livequery
 
 import (
 	"cmp"
+
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/google/btree"
 )
 
 // SortSpec names a sort order: a key and a direction. Rows with equal keys
@@ -52,6 +55,14 @@ type Options struct {
 	// least recently used idle view, or fails with TooManyViewsError when
 	// every view has windows. Default 64.
 	MaxViews int
+	// MaxViewsPerOwner bounds the views (and views being built) that one
+	// owner (Query.Owner: a user) holds windows on, so that no owner can
+	// hold all MaxViews; past it, the owner's Open fails with
+	// TooManyViewsError. When MaxViews are held and none is idle, the
+	// owner holding the most views gives way: its least recently opened
+	// view ends (ViewEvictedError) if it holds more than the one asking
+	// would. Default MaxViews/4.
+	MaxViewsPerOwner int
 	// IdleViews is how many views without windows are kept, most
 	// recently used first, so that a window reopened alike (a page
 	// reloaded, a sort flipped back, the next REST page) finds its view
@@ -73,6 +84,9 @@ func (o Options) setDefaults() Options {
 	if o.MaxViews <= 0 {
 		o.MaxViews = 64
 	}
+	if o.MaxViewsPerOwner <= 0 {
+		o.MaxViewsPerOwner = max(o.MaxViews/4, 1)
+	}
 	switch {
 	case o.IdleViews == 0:
 		o.IdleViews = 8
@@ -85,16 +99,23 @@ func (o Options) setDefaults() Options {
 // Table holds the rows of one resource and the sorted indexes and windows
 // over them. See the package documentation for the model, its costs and
 // its locking.
+//
+// Goroutines: one per view being built (see build), counted in wg; each
+// ends on its own once its view is built, or once nobody waits for it.
 type Table struct {
 	opts    Options
 	columns map[string]int
 
-	// mu guards everything below, the indexes, their views and every
-	// window's state.
-	mu   sync.Mutex
-	rows map[string]*row
-	// indexes holds one index per sort spec some window uses.
+	// mu guards everything below, the indexes, their views, the builds
+	// and every window's state.
+	mu sync.Mutex
+	// rows holds the rows by key. Views are built from a clone of it
+	// (btree.Clone is O(1), copy on write), without mu.
+	rows *btree.BTreeG[*row]
+	// indexes holds one index per sort spec some view uses.
 	indexes map[SortSpec]*index
+	// builds are the views being built, by spec and filter key.
+	builds map[viewKey]*build
 	// rv is the resourceVersion of the last change applied.
 	rv uint64
 	// wakes collects, while mu is held, the windows whose consumers must
@@ -102,12 +123,30 @@ type Table struct {
 	wakes []*Window
 	// seed varies the trees' priority sequences.
 	seed uint64
-	// views counts the views of every index, idle ones included.
+	// views counts the views of every index, idle ones included; builds
+	// are counted apart (len(builds)).
 	views int
 	// idle holds the views without windows, least recently used first.
 	idle []*view
+	// owned counts, by owner, the views (built or being built) the
+	// owner's windows and Opens hold.
+	owned map[string]int
 	// err is set by End: the table's data source is gone for good.
 	err error
+	// wg counts the build goroutines.
+	wg sync.WaitGroup
+
+	// Test hooks. buildHook, if set, runs on a build's goroutine, off
+	// the lock, once it has scanned its snapshot; catchUp replaces
+	// catchUpLocked.
+	buildHook func()
+	catchUp   int
+}
+
+// viewKey names a view: a sort and a filter (Filter.key).
+type viewKey struct {
+	spec   SortSpec
+	filter string
 }
 
 // NewTable returns an empty table.
@@ -115,8 +154,11 @@ func NewTable(opts Options) *Table {
 	t := &Table{
 		opts:    opts.setDefaults(),
 		columns: map[string]int{},
-		rows:    map[string]*row{},
+		rows:    btree.NewG(32, func(a, b *row) bool { return a.key < b.key }),
 		indexes: map[SortSpec]*index{},
+		builds:  map[viewKey]*build{},
+		owned:   map[string]int{},
+		catchUp: catchUpLocked,
 	}
 	for i, c := range opts.Columns {
 		t.columns[c] = i
@@ -124,11 +166,15 @@ func NewTable(opts Options) *Table {
 	return t
 }
 
+// Wait returns once no view is being built. After End, builds stop
+// soon; a table's owner calls it so that no goroutine outlives it.
+func (t *Table) Wait() { t.wg.Wait() }
+
 // Len returns the number of rows.
 func (t *Table) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.rows)
+	return t.rows.Len()
 }
 
 // Version returns the resourceVersion of the last change applied.
@@ -149,12 +195,12 @@ func (t *Table) Upsert(r *Row, rv uint64) {
 	}
 	t.setVersionLocked(rv)
 	nr := newRow(r)
-	old := t.rows[nr.key]
+	old, _ := t.rows.Get(nr)
 	if old != nil && old.RV != 0 && old.RV == r.RV {
 		t.mu.Unlock()
 		return // a repeat of what the table holds
 	}
-	t.rows[nr.key] = nr
+	t.rows.ReplaceOrInsert(nr)
 	t.changeLocked(old, nr)
 	t.unlockAndWake()
 }
@@ -168,13 +214,11 @@ func (t *Table) Delete(namespace, name string, rv uint64) {
 		return
 	}
 	t.setVersionLocked(rv)
-	key := (&Row{Namespace: namespace, Name: name}).Key()
-	old := t.rows[key]
-	if old == nil {
+	old, ok := t.rows.Delete(&row{key: (&Row{Namespace: namespace, Name: name}).Key()})
+	if !ok {
 		t.mu.Unlock()
 		return
 	}
-	delete(t.rows, key)
 	t.changeLocked(old, nil)
 	t.unlockAndWake()
 }
@@ -194,18 +238,23 @@ func (t *Table) Replace(rows []*Row, rv uint64) {
 		nr := newRow(r)
 		keep[nr.key] = nr
 	}
-	for key, old := range t.rows {
-		if keep[key] == nil {
-			delete(t.rows, key)
-			t.changeLocked(old, nil)
+	var gone []*row
+	t.rows.Ascend(func(old *row) bool {
+		if keep[old.key] == nil {
+			gone = append(gone, old)
 		}
+		return true
+	})
+	for _, old := range gone {
+		t.rows.Delete(old)
+		t.changeLocked(old, nil)
 	}
-	for key, nr := range keep {
-		old := t.rows[key]
+	for _, nr := range keep {
+		old, _ := t.rows.Get(nr)
 		if old != nil && old.RV != 0 && old.RV == nr.RV {
 			continue
 		}
-		t.rows[key] = nr
+		t.rows.ReplaceOrInsert(nr)
 		t.changeLocked(old, nr)
 	}
 	t.unlockAndWake()
@@ -239,6 +288,9 @@ func (t *Table) End(err error) {
 			t.wakes = append(t.wakes, v.windows...)
 		}
 	}
+	for _, b := range t.builds {
+		b.cancelLocked() // its waiters get err
+	}
 	t.unlockAndWake()
 }
 
@@ -262,6 +314,9 @@ func (t *Table) setVersionLocked(rv uint64) {
 func (t *Table) changeLocked(old, nr *row) {
 	for _, x := range t.indexes {
 		x.change(old, nr)
+	}
+	for _, b := range t.builds {
+		b.pending = append(b.pending, rowChange{old, nr})
 	}
 }
 
@@ -327,24 +382,15 @@ func (t *Table) dropIdleLocked() {
 	v.x.drop(v)
 }
 
-// hasViewLocked reports whether the view of spec through f exists.
-// Caller must hold t.mu.
-func (t *Table) hasViewLocked(spec SortSpec, f Filter) bool {
-	x := t.indexes[spec]
-	return x != nil && x.views[f.key()] != nil
-}
-
-// index is the rows of a table in one sort order, seen through the views
-// its windows filter it with. It holds each row's sort value (computed
-// once per change), and a tree per view; a view's tree holds the entries
-// of the rows that match its filter.
+// index is one sort order of a table, seen through the views its
+// windows filter it with. A view's tree holds an entry per matching row:
+// the row and its sort value, computed when the row enters the view and
+// computed again, equal, to find it when it leaves.
 type index struct {
 	t     *Table
 	spec  SortSpec
 	value func(*Row) Value
 	cmp   func(a, b *entry) int
-	// entries holds each row's entry by key.
-	entries map[string]*entry
 	// views by Filter.key.
 	views map[string]*view
 }
@@ -375,78 +421,32 @@ func compareEntries(spec SortSpec) func(a, b *entry) int {
 	}
 }
 
-// indexLocked returns the index for spec, building it on first use in
-// O(n) (one extraction per row). Caller must hold t.mu.
-func (t *Table) indexLocked(spec SortSpec) (*index, error) {
-	if x := t.indexes[spec]; x != nil {
-		return x, nil
-	}
+// newIndex returns the index for spec, not yet in t.indexes: O(1), as
+// entries are made by the views.
+func (t *Table) newIndex(spec SortSpec) (*index, error) {
 	value, err := t.extractor(spec.Key)
 	if err != nil {
 		return nil, err
 	}
-	x := &index{
-		t:       t,
-		spec:    spec,
-		value:   value,
-		cmp:     compareEntries(spec),
-		entries: make(map[string]*entry, len(t.rows)),
-		views:   map[string]*view{},
-	}
-	for key, r := range t.rows {
-		x.entries[key] = &entry{r: r, val: value(r.Row)}
-	}
-	t.indexes[spec] = x
-	return x, nil
+	return &index{t: t, spec: spec, value: value, cmp: compareEntries(spec), views: map[string]*view{}}, nil
 }
 
-// viewLocked returns the view of x through f, building it on first use
-// in O(n) filtering plus O(m log m) sorting the m rows that match.
-// Caller must hold t.mu.
-func (x *index) viewLocked(f Filter) *view {
-	key := f.key()
-	if v := x.views[key]; v != nil {
-		if i := slices.Index(x.t.idle, v); i >= 0 {
-			x.t.idle = slices.Delete(x.t.idle, i, i+1)
-		}
-		return v
+// entry returns r's entry in x, or nil for a nil r.
+func (x *index) entry(r *row) *entry {
+	if r == nil {
+		return nil
 	}
-	x.t.seed++
-	x.t.views++
-	v := &view{x: x, key: key, m: newMatcher(f), tree: newTree(x.cmp, x.t.seed)}
-	var sorted []*entry
-	for _, e := range x.entries {
-		if v.m.matches(e.r) {
-			sorted = append(sorted, e)
-		}
-	}
-	slices.SortFunc(sorted, x.cmp)
-	v.tree.build(sorted)
-	x.views[key] = v
-	return v
+	return &entry{r: r, val: x.value(r.Row)}
 }
 
-// change applies one row's change to the index and its views.
+// change applies one row's change to the index's views.
 func (x *index) change(old, nr *row) {
-	var oe, ne *entry
-	if old != nil {
-		oe = x.entries[old.key]
+	if len(x.views) == 0 {
+		return
 	}
-	if nr != nil {
-		ne = &entry{r: nr, val: x.value(nr.Row)}
-		x.entries[nr.key] = ne
-	} else {
-		delete(x.entries, old.key)
-	}
+	oe, ne := x.entry(old), x.entry(nr)
 	for _, v := range x.views {
-		var from, to *entry
-		if oe != nil && v.m.matches(old) {
-			from = oe
-		}
-		if ne != nil && v.m.matches(nr) {
-			to = ne
-		}
-		v.change(from, to)
+		v.apply(oe, ne)
 	}
 }
 
@@ -468,6 +468,24 @@ type view struct {
 	m       *matcher
 	tree    *tree
 	windows []*Window
+	// owners counts the windows on the view by their Query.Owner; an
+	// owner holds the view while it has one. opened orders the views of
+	// an owner that must give way: the least recently opened goes.
+	owners map[string]int
+	opened uint64
+}
+
+// apply turns one row's change, given as its entries in the view's
+// index before and after (nil for none), into the view's.
+func (v *view) apply(oe, ne *entry) {
+	var from, to *entry
+	if oe != nil && v.m.matches(oe.r) {
+		from = oe
+	}
+	if ne != nil && v.m.matches(ne.r) {
+		to = ne
+	}
+	v.change(from, to)
 }
 
 // change moves the view from holding from to holding to (either nil), and

@@ -1,8 +1,10 @@
 package livequery
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -96,9 +98,14 @@ type Query struct {
 	Filter Filter
 	Range  Range
 	// Wake, if set, is called when the window has operations to pop and
-	// had none, and when the table ends (see Table.End). It is called after the table's lock is released, from the
-	// goroutine that changed the table; it must not block.
+	// had none, and when the window ends (see Window.Err). It is called
+	// after the table's lock is released, from the goroutine that changed
+	// the table; it must not block.
 	Wake func()
+	// Owner names who the window is for (a user), whose share of the
+	// table's views it counts against (Options.MaxViewsPerOwner). ""
+	// counts against no share.
+	Owner string
 }
 
 // InvalidQueryError reports a query the table cannot serve.
@@ -119,20 +126,50 @@ func (e *InvalidQueryError) Status() metav1.Status {
 var _ apierrors.APIStatus = (*InvalidQueryError)(nil)
 
 // TooManyViewsError refuses a window that needs a view (a sort and
-// filter no open window uses) when the table holds Options.MaxViews.
-type TooManyViewsError struct{ Max int }
+// filter no open window uses) when the table holds Options.MaxViews, or
+// its owner holds Options.MaxViewsPerOwner.
+type TooManyViewsError struct {
+	Max int
+	// PerOwner: the owner's share is full, not the table.
+	PerOwner bool
+}
 
 func (e *TooManyViewsError) Error() string {
+	if e.PerOwner {
+		return fmt.Sprintf("you hold too many distinct sorts and filters on this resource (%d); "+
+			"close windows, or sort and filter as your other windows do", e.Max)
+	}
 	return fmt.Sprintf("too many distinct sorts and filters are open on this resource (%d); "+
 		"close windows, or sort and filter as other windows do", e.Max)
 }
 
 // Status implements apierrors.APIStatus: 429, as a limit that frees up.
 func (e *TooManyViewsError) Status() metav1.Status {
-	return *apistatus.New(http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests, e.Error())
+	st := *apistatus.New(http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests, e.Error())
+	st.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
+	return st
 }
 
 var _ apierrors.APIStatus = (*TooManyViewsError)(nil)
+
+// ViewEvictedError ends a window whose view was closed to make room for
+// another owner's: the table held Options.MaxViews, and the window's
+// owner held the most.
+type ViewEvictedError struct{ Max int }
+
+func (e *ViewEvictedError) Error() string {
+	return fmt.Sprintf("this window's sort and filter were closed to make room for other users' (this resource holds at most %d, "+
+		"and you held the most); sort and filter as other windows do, or hold fewer", e.Max)
+}
+
+// Status implements apierrors.APIStatus: 429, as a limit that frees up.
+func (e *ViewEvictedError) Status() metav1.Status {
+	st := *apistatus.New(http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests, e.Error())
+	st.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
+	return st
+}
+
+var _ apierrors.APIStatus = (*ViewEvictedError)(nil)
 
 // Window is one consumer's live slice of a sorted, filtered view of a
 // table. Its consumer holds a copy of the slice and keeps it equal to
@@ -142,9 +179,10 @@ var _ apierrors.APIStatus = (*TooManyViewsError)(nil)
 // guards it. Table changes append operations to it (never blocking); its
 // consumer pops them.
 type Window struct {
-	t    *Table
-	v    *view
-	wake func()
+	t     *Table
+	v     *view
+	wake  func()
+	owner string
 
 	// Guarded by t.mu.
 	offset int    // rank of the first row; kept up to date for a cursor
@@ -164,6 +202,9 @@ type Window struct {
 	// re-sends the window whole.
 	reset  bool
 	closed bool
+	// err ends the window alone (its view was evicted); the table's err
+	// ends every window.
+	err error
 }
 
 type scratchOp struct {
@@ -171,37 +212,139 @@ type scratchOp struct {
 	e  *entry // the row inserted, or removed when known
 }
 
-// Open returns a window on the rows that match q.Filter, in q.Sort order,
-// at q.Range, or the table's error once it has ended (see Table.End). The indexes it needs are built on first use and shared with
-// the windows that sort and filter alike. Its first Pop returns its rows
-// (as inserts) and an OpCount; no wake announces them, so the caller pops
-// once after Open.
-func (t *Table) Open(q Query) (*Window, error) {
+// Open returns a window on the rows that match q.Filter, in q.Sort
+// order, at q.Range, or the table's error once it has ended (see
+// Table.End). The view it needs (its sort through its filter) is shared
+// with the windows that sort and filter alike; a view nobody has is
+// built first, without the table's lock (see build.go), and Open waits
+// for it, or for ctx: a build whose every Open has given up stops. Its
+// first Pop returns its rows (as inserts) and an OpCount; no wake
+// announces them, so the caller pops once after Open.
+func (t *Table) Open(ctx context.Context, q Query) (*Window, error) {
 	if err := t.validate(q.Filter, q.Range); err != nil {
 		return nil, err
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.err != nil {
+		defer t.mu.Unlock()
 		return nil, t.err
 	}
-	if t.views >= t.opts.MaxViews && !t.hasViewLocked(q.Sort, q.Filter) {
-		if len(t.idle) == 0 {
-			return nil, &TooManyViewsError{Max: t.opts.MaxViews}
+	key := viewKey{spec: q.Sort, filter: q.Filter.key()}
+	if x := t.indexes[q.Sort]; x != nil && x.views[key.filter] != nil {
+		defer t.mu.Unlock()
+		return t.openLocked(x.views[key.filter], q), nil
+	}
+	b := t.builds[key]
+	if b == nil {
+		x := t.indexes[q.Sort]
+		if x == nil {
+			var err error
+			if x, err = t.newIndex(q.Sort); err != nil {
+				t.mu.Unlock()
+				return nil, &InvalidQueryError{Field: "sort", Err: err}
+			}
 		}
-		t.dropIdleLocked() // the least recently used view without windows
+		if err := t.admitLocked(q.Owner); err != nil {
+			t.unlockAndWake() // an eviction wakes its windows
+			return nil, err
+		}
+		b = t.startBuildLocked(key, x, q.Filter)
+	} else if q.Owner != "" && b.owners[q.Owner] == 0 && t.owned[q.Owner] >= t.opts.MaxViewsPerOwner {
+		t.mu.Unlock()
+		return nil, &TooManyViewsError{Max: t.opts.MaxViewsPerOwner, PerOwner: true}
 	}
-	x, err := t.indexLocked(q.Sort)
-	if err != nil {
-		return nil, &InvalidQueryError{Field: "sort", Err: err}
+	wt := t.joinLocked(b, q)
+	t.mu.Unlock()
+	return t.await(ctx, b, wt)
+}
+
+// admitLocked makes room for one more view for owner, or says why there
+// is none: owner's share is full; or the table holds MaxViews with none
+// idle, and no other owner holds more than owner would. An owner
+// holding more gives way: its least recently opened view ends. Caller
+// must hold t.mu, and wake what it queued.
+func (t *Table) admitLocked(owner string) error {
+	if owner != "" && t.owned[owner] >= t.opts.MaxViewsPerOwner {
+		return &TooManyViewsError{Max: t.opts.MaxViewsPerOwner, PerOwner: true}
 	}
-	v := x.viewLocked(q.Filter)
-	w := &Window{t: t, v: v, wake: q.Wake, count: -1, sentAt: -1}
+	for t.views+len(t.builds) >= t.opts.MaxViews {
+		if len(t.idle) > 0 {
+			t.dropIdleLocked() // the least recently used view without windows
+			continue
+		}
+		top, most := "", 0
+		for o, n := range t.owned {
+			if n > most || n == most && o < top {
+				top, most = o, n
+			}
+		}
+		v := t.evictableLocked(top)
+		if owner == "" || top == owner || most <= t.owned[owner]+1 || v == nil {
+			return &TooManyViewsError{Max: t.opts.MaxViews}
+		}
+		t.evictLocked(v)
+	}
+	return nil
+}
+
+// evictableLocked returns the view owner gives way with: its least
+// recently opened view that it alone holds windows on, else its least
+// recently opened. Caller must hold t.mu.
+func (t *Table) evictableLocked(owner string) *view {
+	var alone, any *view
+	for _, x := range t.indexes {
+		for _, v := range x.views {
+			if v.owners[owner] == 0 {
+				continue
+			}
+			if any == nil || v.opened < any.opened {
+				any = v
+			}
+			if len(v.owners) == 1 && (alone == nil || v.opened < alone.opened) {
+				alone = v
+			}
+		}
+	}
+	if alone != nil {
+		return alone
+	}
+	return any
+}
+
+// evictLocked ends every window of v with a ViewEvictedError, and drops
+// v. Caller must hold t.mu.
+func (t *Table) evictLocked(v *view) {
+	for _, w := range v.windows {
+		w.err = &ViewEvictedError{Max: t.opts.MaxViews}
+		w.closed = true
+		w.pending = nil
+		t.wakes = append(t.wakes, w)
+	}
+	v.windows = nil
+	for o := range v.owners {
+		t.disownLocked(o)
+	}
+	v.owners = map[string]int{}
+	v.x.drop(v)
+}
+
+// openLocked opens a window of q on v. Caller must hold t.mu.
+func (t *Table) openLocked(v *view, q Query) *Window {
+	if i := slices.Index(t.idle, v); i >= 0 {
+		t.idle = slices.Delete(t.idle, i, i+1)
+	}
+	w := &Window{t: t, v: v, wake: q.Wake, owner: q.Owner, count: -1, sentAt: -1}
 	v.windows = append(v.windows, w)
+	if q.Owner != "" {
+		if v.owners[q.Owner] == 0 {
+			t.owned[q.Owner]++
+		}
+		v.owners[q.Owner]++
+	}
 	w.placeLocked(q.Range)
 	w.size = w.clamp(v.tree.Len())
 	w.pending = w.fillLocked(w.pending)
-	return w, nil
+	return w
 }
 
 func (t *Table) validate(f Filter, r Range) error {
@@ -465,6 +608,9 @@ func (w *Window) Move(r Range) ([]Op, uint64, error) {
 func (w *Window) Err() error {
 	w.t.mu.Lock()
 	defer w.t.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
 	return w.t.err
 }
 
@@ -538,6 +684,12 @@ func (w *Window) Close() {
 		if o == w {
 			v.windows = append(v.windows[:i], v.windows[i+1:]...)
 			break
+		}
+	}
+	if w.owner != "" {
+		if v.owners[w.owner]--; v.owners[w.owner] <= 0 {
+			delete(v.owners, w.owner)
+			w.t.disownLocked(w.owner)
 		}
 	}
 	if len(v.windows) == 0 {

@@ -1,6 +1,7 @@
 package livequery
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -50,7 +51,7 @@ func opStrings(ops []Op) []string {
 // openAndDrain opens a window and applies its first Pop to a client.
 func openAndDrain(t *testing.T, tbl *Table, q Query) (*Window, *client) {
 	t.Helper()
-	w, err := tbl.Open(q)
+	w, err := tbl.Open(context.Background(), q)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -331,7 +332,7 @@ func TestWindowDiffs(t *testing.T) {
 func TestWindowFirstPop(t *testing.T) {
 	tbl := NewTable(Options{Columns: scoreColumns})
 	tbl.Replace(tenRows(), 7)
-	w, err := tbl.Open(Query{Sort: SortSpec{Key: "score", Desc: true}, Range: Range{Offset: 1, Limit: 2}})
+	w, err := tbl.Open(context.Background(), Query{Sort: SortSpec{Key: "score", Desc: true}, Range: Range{Offset: 1, Limit: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -480,13 +481,13 @@ func TestViewsShared(t *testing.T) {
 		return Filter{Label: labels.SelectorFromSet(labels.Set{"app": "web"}), Namespaces: sets.New("b", "a")}
 	}
 	q := Query{Sort: SortSpec{Key: "score"}, Filter: web(), Range: Range{Limit: 3}}
-	w1, err := tbl.Open(q)
+	w1, err := tbl.Open(context.Background(), q)
 	if err != nil {
 		t.Fatal(err)
 	}
 	q.Filter = web() // an equal filter, not the same value
 	q.Range = Range{Offset: 5, Limit: 2}
-	w2, err := tbl.Open(q)
+	w2, err := tbl.Open(context.Background(), q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,7 +495,7 @@ func TestViewsShared(t *testing.T) {
 		t.Errorf("equal filters got two views")
 	}
 	q.Filter.Text = "r1"
-	w3, err := tbl.Open(q)
+	w3, err := tbl.Open(context.Background(), q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -563,7 +564,7 @@ func TestOpenErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := tbl.Open(tt.q)
+			_, err := tbl.Open(context.Background(), tt.q)
 			var qe *InvalidQueryError
 			if !errors.As(err, &qe) || qe.Field != tt.field || !strings.Contains(err.Error(), tt.msg) {
 				t.Fatalf("error %v, want an invalid %s: …%s…", err, tt.field, tt.msg)
@@ -605,7 +606,7 @@ func TestSortKeyResolver(t *testing.T) {
 	if _, ok := w.CursorAt(3); ok {
 		t.Errorf("a cursor past the rows")
 	}
-	_, err := tbl.Open(Query{Sort: SortSpec{Key: "status.phase"}, Range: Range{Limit: 3}})
+	_, err := tbl.Open(context.Background(), Query{Sort: SortSpec{Key: "status.phase"}, Range: Range{Limit: 3}})
 	if err == nil || !strings.Contains(err.Error(), `cannot sort by "status.phase"`) {
 		t.Errorf("error %v", err)
 	}
@@ -623,7 +624,7 @@ func TestTooManyViews(t *testing.T) {
 	tbl := NewTable(Options{Columns: scoreColumns, MaxViews: 2})
 	tbl.Replace(tenRows(), 1)
 	open := func(sort string, text string) (*Window, error) {
-		return tbl.Open(Query{Sort: SortSpec{Key: sort}, Filter: Filter{Text: text}, Range: Range{Limit: 3}})
+		return tbl.Open(context.Background(), Query{Sort: SortSpec{Key: sort}, Filter: Filter{Text: text}, Range: Range{Limit: 3}})
 	}
 	w1, err := open("score", "")
 	if err != nil {
@@ -667,7 +668,7 @@ func TestIdleViewsKept(t *testing.T) {
 	}
 	views := map[string]*view{}
 	for _, text := range []string{"r", "r1", "r2"} {
-		w, err := tbl.Open(q(text))
+		w, err := tbl.Open(context.Background(), q(text))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -690,12 +691,12 @@ func TestIdleViewsKept(t *testing.T) {
 		t.Errorf("idle after reopening r1: %v, want r2 only", tbl.idle)
 	}
 	// Past MaxViews, the idle view goes rather than the Open failing.
-	w2, err := tbl.Open(q("r9"))
+	w2, err := tbl.Open(context.Background(), q("r9"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w2.Close()
-	w3, err := tbl.Open(q("r8"))
+	w3, err := tbl.Open(context.Background(), q("r8"))
 	if err != nil {
 		t.Fatalf("an Open past MaxViews with an idle view: %v", err)
 	}
@@ -704,7 +705,7 @@ func TestIdleViewsKept(t *testing.T) {
 		t.Errorf("idle %v, views %d: the idle view should have made room", tbl.idle, tbl.views)
 	}
 	var tm *TooManyViewsError
-	if _, err := tbl.Open(q("r7")); !errors.As(err, &tm) {
+	if _, err := tbl.Open(context.Background(), q("r7")); !errors.As(err, &tm) {
 		t.Errorf("an Open past MaxViews with no idle view: %v, want TooManyViewsError", err)
 	}
 }

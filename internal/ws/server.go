@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"path"
 	"strings"
@@ -416,18 +415,9 @@ func (s *Server) unregister(sock *socket) {
 	s.wg.Done()
 }
 
-// clientKey names the client that per-client socket limits apply to: the
-// user, or the remote IP for anonymous callers (who all share one name).
-func clientKey(u *auth.User, r *http.Request) string {
-	if u.Name != "" && u.Name != auth.AnonymousUser.Name {
-		return "user:" + u.Name
-	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	return "ip:" + host
-}
+// clientKey names the client that per-client limits apply to (see
+// auth.ClientKey).
+func clientKey(u *auth.User, r *http.Request) string { return auth.ClientKey(u, r.RemoteAddr) }
 
 // offersSubprotocol reports whether the handshake offers kubegate.v1.
 // Tokens are compared exactly: subprotocol names are case-sensitive.

@@ -117,7 +117,7 @@ func (s *socket) openWindow(ctx context.Context, res *informer.Resource, filter 
 	lf := wire.Filter(filter, spec.Text)
 	win := &window{spec: spec, rng: spec.Range}
 	win.woken.Store(true)
-	fw, err := s.opts.Tables.Open(ctx, res, livequery.Query{Sort: spec.Sort, Filter: lf, Range: spec.Range,
+	fw, err := s.opts.Tables.Open(ctx, res, livequery.Query{Sort: spec.Sort, Filter: lf, Range: spec.Range, Owner: s.client,
 		Wake: func() {
 			win.woken.Store(true)
 			s.signal()

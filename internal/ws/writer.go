@@ -302,7 +302,7 @@ func (s *socket) resourceGone(sub *subscription, cause error) error {
 	s.mu.Unlock()
 	st := apistatus.FromError(cause)
 	s.countEnded(sub, st)
-	s.log(zapcore.InfoLevel, "subscription ended: its resource is no longer served", zap.String("id", sub.id), zap.String("message", st.Message))
+	s.log(zapcore.InfoLevel, "subscription ended", zap.String("id", sub.id), zap.Int32("code", st.Code), zap.String("message", st.Message))
 	return s.add(encodeError(sub.id, "", true, st))
 }
 

@@ -207,7 +207,7 @@ func (ts *Tables) Open(ctx context.Context, r *informer.Resource, q livequery.Qu
 		ts.release(f)
 		return nil, ctx.Err()
 	}
-	lw, err := f.table.Open(q)
+	lw, err := f.table.Open(ctx, q)
 	if err != nil {
 		ts.release(f)
 		return nil, err
@@ -400,6 +400,9 @@ func (f *feeder) kick() {
 // been idle for the grace period, then stops the listener.
 func (f *feeder) run(ctx context.Context) {
 	defer close(f.done)
+	// No view build outlives the feeder: the table's end stops them, and
+	// a table dropped idle has none anyone waits for.
+	defer f.table.Wait()
 	defer func() { f.l.Stop() }()
 	var idle clock.Timer
 	var idleC <-chan time.Time

@@ -207,7 +207,7 @@ func BenchmarkFirstWindow(b *testing.B) {
 			name := map[bool]string{false: "shared", true: "fresh"}[c.fresh]
 			b.Run(fmt.Sprintf("objects=%d/index=%s/rows=%s", n, c.index, name), func(b *testing.B) {
 				if c.index == "shared" {
-					keep, err := t.Open(query(b, p, params))
+					keep, err := t.Open(context.Background(), query(b, p, params))
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -220,7 +220,7 @@ func BenchmarkFirstWindow(b *testing.B) {
 					frame []byte
 				)
 				for b.Loop() {
-					w, err := t.Open(query(b, p, params))
+					w, err := t.Open(context.Background(), query(b, p, params))
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -302,7 +302,7 @@ func BenchmarkWindowUpdates(b *testing.B) {
 					var w *livequery.Window
 					q.Wake = func() { woken = append(woken, w) } // on this goroutine, after Upsert's unlock
 					var err error
-					if w, err = t.Open(q); err != nil {
+					if w, err = t.Open(context.Background(), q); err != nil {
 						b.Fatal(err)
 					}
 					ops, _ := w.Pop(nil)

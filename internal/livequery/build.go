@@ -1,0 +1,256 @@
+package livequery
+
+import (
+	"context"
+	"slices"
+	"sync/atomic"
+
+	"github.com/google/btree"
+)
+
+// A view is built without the table's lock, as kube-apiserver's cacher
+// lists from a clone of its btree: under the lock, the Open that needs
+// it registers a build and clones the rows (O(1)); a goroutine of its
+// own then filters the clone, computes sort values and sorts (O(n +
+// m log m)) while changes, pops, moves and other Opens go on; the
+// changes made meanwhile queue on the build, and the goroutine applies
+// them, off the lock as long as many are queued and under it for the
+// last few, at which point it installs the view and opens its waiters'
+// windows. So the lock is never held for more than one change, or a
+// handful, whatever the table's size. A build nobody waits for any more
+// (every waiter's context ended) stops at its next check.
+
+// buildCheck is how many rows a build scans between two checks that
+// someone still waits for it.
+const buildCheck = 1024
+
+// catchUpLocked is how many queued changes a build applies under the
+// table's lock, with the view's install; more are applied off the lock
+// first.
+const catchUpLocked = 64
+
+// rowChange is one change of the table's rows, as Upsert, Delete and
+// Replace apply it: old or new is nil for an insertion or a deletion.
+type rowChange struct{ old, new *row }
+
+// build is a view being built. Its fields but stop are guarded by the
+// table's lock.
+type build struct {
+	key     viewKey
+	x       *index // its index: t.indexes[spec], or one not yet there
+	m       *matcher
+	snap    *btree.BTreeG[*row]
+	pending []rowChange
+	waiters []*waiter
+	// owners counts the waiters by Query.Owner.
+	owners map[string]int
+	// done is closed once the build has ended: installed (each waiter's
+	// w set), or stopped (each waiter's err set).
+	done chan struct{}
+	// stop is set when nobody waits any more, or the table ended; the
+	// goroutine reads it between rows.
+	stop atomic.Bool
+}
+
+// waiter is an Open waiting for a build.
+type waiter struct {
+	q   Query
+	w   *Window
+	err error
+}
+
+// cancelLocked stops b: its waiters get the table's error. Caller must
+// hold t.mu.
+func (b *build) cancelLocked() { b.stop.Store(true) }
+
+// startBuildLocked registers the build of the view of q.Sort through
+// q.Filter over x and starts its goroutine. Caller must hold t.mu.
+func (t *Table) startBuildLocked(key viewKey, x *index, f Filter) *build {
+	b := &build{key: key, x: x, m: newMatcher(f), snap: t.rows.Clone(), owners: map[string]int{}, done: make(chan struct{})}
+	t.builds[key] = b
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		t.runBuild(b)
+	}()
+	return b
+}
+
+// joinLocked adds an Open of q to b's waiters. Caller must hold t.mu.
+func (t *Table) joinLocked(b *build, q Query) *waiter {
+	wt := &waiter{q: q}
+	b.waiters = append(b.waiters, wt)
+	if q.Owner != "" {
+		if b.owners[q.Owner] == 0 {
+			t.owned[q.Owner]++
+		}
+		b.owners[q.Owner]++
+	}
+	b.stop.Store(false) // wanted again, if its last waiter had left
+	return wt
+}
+
+// leaveLocked removes wt from b's waiters, after its context ended; the
+// build stops when it was the last. Caller must hold t.mu.
+func (t *Table) leaveLocked(b *build, wt *waiter) {
+	i := slices.Index(b.waiters, wt)
+	if i < 0 {
+		return
+	}
+	b.waiters = slices.Delete(b.waiters, i, i+1)
+	if o := wt.q.Owner; o != "" {
+		if b.owners[o]--; b.owners[o] == 0 {
+			delete(b.owners, o)
+			t.disownLocked(o)
+		}
+	}
+	if len(b.waiters) == 0 {
+		b.stop.Store(true)
+	}
+}
+
+// await waits until b has ended, then returns wt's window, or until ctx
+// ends.
+func (t *Table) await(ctx context.Context, b *build, wt *waiter) (*Window, error) {
+	select {
+	case <-b.done:
+	case <-ctx.Done():
+		t.mu.Lock()
+		select {
+		case <-b.done: // ended meanwhile: take what it gave
+		default:
+			t.leaveLocked(b, wt)
+			t.mu.Unlock()
+			return nil, ctx.Err()
+		}
+		t.mu.Unlock()
+	}
+	return wt.w, wt.err
+}
+
+// runBuild builds b's view from its snapshot, catches up with the
+// changes made meanwhile, and installs it; or ends it, when nobody waits
+// for it any more or the table has ended.
+func (t *Table) runBuild(b *build) {
+	for {
+		v, ok := b.scan()
+		b.snap = nil
+		if ok && t.buildHook != nil {
+			t.buildHook()
+		}
+		for ok {
+			t.mu.Lock()
+			if b.stop.Load() {
+				t.mu.Unlock()
+				break
+			}
+			pending := b.pending
+			b.pending = nil
+			if len(pending) <= t.catchUp {
+				b.apply(v, pending)
+				t.installLocked(b, v)
+				t.unlockAndWake()
+				return
+			}
+			t.mu.Unlock()
+			b.apply(v, pending)
+		}
+		t.mu.Lock()
+		if b.stop.Load() || t.err != nil {
+			t.endBuildLocked(b)
+			t.mu.Unlock()
+			return
+		}
+		// Stopped, then wanted again before it ended: start over from
+		// the rows as they are now.
+		b.snap, b.pending = t.rows.Clone(), nil
+		t.mu.Unlock()
+	}
+}
+
+// scan builds the view from b's snapshot, with no lock held: the rows
+// that match, each with its sort value, sorted. It reports false if the
+// build stopped meanwhile.
+func (b *build) scan() (*view, bool) {
+	v := &view{x: b.x, key: b.key.filter, m: b.m, owners: map[string]int{}}
+	var sorted []*entry
+	n := 0
+	stopped := false
+	b.snap.Ascend(func(r *row) bool {
+		if n++; n%buildCheck == 0 && b.stop.Load() {
+			stopped = true
+			return false
+		}
+		if b.m.matches(r) {
+			sorted = append(sorted, b.x.entry(r))
+		}
+		return true
+	})
+	if stopped || b.stop.Load() {
+		return nil, false
+	}
+	slices.SortFunc(sorted, b.x.cmp)
+	v.tree = newTree(b.x.cmp, uint64(len(sorted))^uint64(n)<<32)
+	v.tree.build(sorted)
+	return v, true
+}
+
+// apply applies changes to v, which has no window yet.
+func (b *build) apply(v *view, changes []rowChange) {
+	for _, c := range changes {
+		v.apply(b.x.entry(c.old), b.x.entry(c.new))
+	}
+}
+
+// installLocked makes v, built by b, a view of its index and opens the
+// windows of b's waiters on it. Caller must hold t.mu.
+func (t *Table) installLocked(b *build, v *view) {
+	delete(t.builds, b.key)
+	x := t.indexes[b.key.spec]
+	if x == nil {
+		x = b.x
+		t.indexes[b.key.spec] = x
+	}
+	v.x = x
+	t.seed++
+	v.opened = t.seed
+	x.views[b.key.filter] = v
+	t.views++
+	for o, n := range b.owners {
+		if n > 0 {
+			t.disownLocked(o) // the windows below own it instead
+		}
+	}
+	for _, wt := range b.waiters {
+		wt.w = t.openLocked(v, wt.q)
+	}
+	if len(b.waiters) == 0 {
+		t.idleLocked(v)
+	}
+	close(b.done)
+}
+
+// endBuildLocked ends b without a view: its waiters, if any (the table
+// ended), get the table's error. Caller must hold t.mu.
+func (t *Table) endBuildLocked(b *build) {
+	delete(t.builds, b.key)
+	err := t.err
+	if err == nil {
+		err = context.Canceled // only possible with no waiter left
+	}
+	for _, wt := range b.waiters {
+		wt.err = err
+	}
+	for o := range b.owners {
+		t.disownLocked(o)
+	}
+	close(b.done)
+}
+
+// disownLocked records that owner holds one view fewer. Caller must hold
+// t.mu.
+func (t *Table) disownLocked(owner string) {
+	if t.owned[owner]--; t.owned[owner] <= 0 {
+		delete(t.owned, owner)
+	}
+}

@@ -1,0 +1,274 @@
+package livequery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"kubegate/internal/testenv"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// bound is how long a step that must not block may take before the test
+// fails: a bound for a loaded machine, not a period anything waits for.
+const bound = time.Minute
+
+// within runs f and fails the test if it does not return within bound,
+// after calling unblock, if set, to let it finish.
+func within(t *testing.T, what string, unblock func(), f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(bound):
+		if unblock != nil {
+			unblock()
+			<-done
+		}
+		t.Fatalf("%s: blocked for %s", what, bound)
+	}
+}
+
+// pausedBuilds makes every view build of tbl wait, off the lock, until
+// the test lets it go: building receives one value per build that
+// reached the pause, and each value sent on release lets one go.
+func pausedBuilds(tbl *Table) (building <-chan struct{}, release chan<- struct{}) {
+	b, r := make(chan struct{}, 16), make(chan struct{})
+	tbl.buildHook = func() {
+		b <- struct{}{}
+		<-r
+	}
+	return b, r
+}
+
+// waiters returns how many Opens wait for the build of q's view.
+func waiters(tbl *Table, q Query) int {
+	tbl.mu.Lock()
+	defer tbl.mu.Unlock()
+	if b := tbl.builds[viewKey{q.Sort, q.Filter.key()}]; b != nil {
+		return len(b.waiters)
+	}
+	return -1
+}
+
+type openResult struct {
+	w   *Window
+	err error
+}
+
+func openAsync(ctx context.Context, tbl *Table, q Query) <-chan openResult {
+	c := make(chan openResult, 1)
+	go func() {
+		w, err := tbl.Open(ctx, q)
+		c <- openResult{w, err}
+	}()
+	return c
+}
+
+// While a view is built, the table serves everything else: changes,
+// pops, moves and windows on other views. The view, once built, holds
+// the changes made during its build.
+func TestBuildDoesNotHoldTheLock(t *testing.T) {
+	tbl := NewTable(Options{Columns: scoreColumns})
+	tbl.Replace(tenRows(), 1)
+	byScore := Query{Sort: SortSpec{Key: "score"}, Range: Range{Limit: 3}}
+	a, ca := openAndDrain(t, tbl, byScore)
+
+	building, release := pausedBuilds(tbl)
+	nameQ := Query{Sort: SortSpec{Key: "metadata.name", Desc: true}, Range: Range{Limit: 20}}
+	res := openAsync(context.Background(), tbl, nameQ)
+	<-building
+
+	within(t, "changes, pops, moves and opens during a build", func() { release <- struct{}{} }, func() {
+		tbl.Upsert(scored("a", "zz", Int(-1)), 2)
+		tbl.Delete("a", "r9", 3)
+		ops, rv := a.Pop(nil)
+		if err := ca.apply(ops); err != nil || rv != 3 {
+			t.Errorf("pop during the build: %v, rv %d", err, rv)
+		}
+		if got := ca.keys(); !slices.Equal(got, []string{"a/zz", "a/r0", "a/r1"}) {
+			t.Errorf("window during the build: %v", got)
+		}
+		if _, _, err := a.Move(Range{Offset: 1, Limit: 3}); err != nil {
+			t.Errorf("move during the build: %v", err)
+		}
+		// A window on a view that exists needs no build.
+		b, _ := openAndDrain(t, tbl, byScore)
+		b.Close()
+	})
+	release <- struct{}{}
+	r := <-res
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer r.w.Close()
+	c := &client{}
+	ops, _ := r.w.Pop(nil)
+	if err := c.apply(ops); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"a/zz", "a/r8", "a/r7", "a/r6", "a/r5", "a/r4", "a/r3", "a/r2", "a/r1", "a/r0"}
+	if got := c.keys(); !slices.Equal(got, want) || c.count != 10 {
+		t.Errorf("view built during changes: %v (count %d), want %v", got, c.count, want)
+	}
+}
+
+// Opens of one view share its build, and a build whose Opens have all
+// given up stops: nothing is installed, and no goroutine is left.
+func TestBuildSharedAndStopped(t *testing.T) {
+	tbl := NewTable(Options{Columns: scoreColumns})
+	tbl.Replace(tenRows(), 1)
+	building, release := pausedBuilds(tbl)
+	q := Query{Sort: SortSpec{Key: "score", Desc: true}, Range: Range{Limit: 2}, Owner: "alice"}
+
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	first := openAsync(ctx1, tbl, q)
+	<-building
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	second := openAsync(ctx2, tbl, q)
+	testenv.Eventually(t, "the second Open to join the build", func() bool { return waiters(tbl, q) == 2 })
+	cancel1()
+	if r := <-first; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("first Open after its context ended: %v", r.err)
+	}
+	cancel2()
+	if r := <-second; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("second Open after its context ended: %v", r.err)
+	}
+	release <- struct{}{}
+	within(t, "the stopped build to end", nil, tbl.Wait)
+	if len(building) != 0 {
+		t.Error("the two Opens started two builds")
+	}
+	tbl.mu.Lock()
+	defer tbl.mu.Unlock()
+	if len(tbl.builds) != 0 || tbl.views != 0 || len(tbl.indexes) != 0 || len(tbl.owned) != 0 {
+		t.Errorf("after a stopped build: %d builds, %d views, %d indexes, owned %v", len(tbl.builds), tbl.views, len(tbl.indexes), tbl.owned)
+	}
+}
+
+// An Open that comes after every earlier one gave up, before the build
+// noticed, gets the view.
+func TestBuildWantedAgain(t *testing.T) {
+	tbl := NewTable(Options{Columns: scoreColumns})
+	tbl.Replace(tenRows(), 1)
+	building, release := pausedBuilds(tbl)
+	q := Query{Sort: SortSpec{Key: "score", Desc: true}, Range: Range{Limit: 2}}
+	ctx, cancel := context.WithCancel(context.Background())
+	first := openAsync(ctx, tbl, q)
+	<-building
+	cancel()
+	if r := <-first; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("Open after its context ended: %v", r.err)
+	}
+	second := openAsync(context.Background(), tbl, q)
+	testenv.Eventually(t, "the second Open to join the build", func() bool { return waiters(tbl, q) == 1 })
+	release <- struct{}{}
+	r := <-second
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer r.w.Close()
+	if got := rowKeys(r.w.Rows()); !slices.Equal(got, []string{"a/r9", "a/r8"}) {
+		t.Errorf("rows %v", got)
+	}
+}
+
+// A table that ends during a build ends the build's Opens with its
+// error.
+func TestBuildEndedByTheTable(t *testing.T) {
+	tbl := NewTable(Options{Columns: scoreColumns})
+	tbl.Replace(tenRows(), 1)
+	building, release := pausedBuilds(tbl)
+	res := openAsync(context.Background(), tbl, Query{Sort: SortSpec{Key: "score"}, Range: Range{Limit: 2}})
+	<-building
+	gone := errors.New("gone")
+	tbl.End(gone)
+	release <- struct{}{}
+	if r := <-res; !errors.Is(r.err, gone) {
+		t.Fatalf("Open during the table's end: %v, want its error", r.err)
+	}
+	tbl.Wait()
+}
+
+// No owner holds more than its share of a table's views, and once the
+// table holds all it may, the owner holding the most gives way.
+func TestViewShares(t *testing.T) {
+	tbl := NewTable(Options{Columns: scoreColumns, MaxViews: 4, MaxViewsPerOwner: 3, IdleViews: -1})
+	tbl.Replace(tenRows(), 1)
+	open := func(owner string, text string) (*Window, error) {
+		return tbl.Open(context.Background(), Query{Sort: SortSpec{Key: "score"}, Filter: Filter{Text: text},
+			Range: Range{Limit: 2}, Owner: owner})
+	}
+	var mallory []*Window
+	for i := range 3 {
+		w, err := open("mallory", fmt.Sprint("r", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mallory = append(mallory, w)
+	}
+	// Past its share, whatever room the table has.
+	_, err := open("mallory", "r3")
+	var tooMany *TooManyViewsError
+	if !errors.As(err, &tooMany) || !tooMany.PerOwner {
+		t.Fatalf("mallory's 4th view: %v, want its share full", err)
+	}
+	st := apierrors.APIStatus(tooMany).Status()
+	if st.Code != http.StatusTooManyRequests || st.Details == nil || st.Details.RetryAfterSeconds < 1 {
+		t.Errorf("Status %+v, want 429 with Retry-After", st)
+	}
+	// A view mallory already holds costs nothing more.
+	if w, err := open("mallory", "r0"); err != nil {
+		t.Fatalf("a 2nd window on one of mallory's views: %v", err)
+	} else {
+		w.Close()
+	}
+	alice1, err := open("alice", "r5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alice1.Close()
+	// The table is full: alice (1) would hold 2, mallory holds 3, so
+	// mallory's oldest view ends to make room.
+	woken := make(chan struct{}, 1)
+	tbl.mu.Lock()
+	mallory[0].wake = func() { woken <- struct{}{} }
+	tbl.mu.Unlock()
+	alice2, err := open("alice", "r6")
+	if err != nil {
+		t.Fatalf("alice's 2nd view in a full table: %v", err)
+	}
+	defer alice2.Close()
+	<-woken
+	var evicted *ViewEvictedError
+	if err := mallory[0].Err(); !errors.As(err, &evicted) || apierrors.APIStatus(evicted).Status().Code != http.StatusTooManyRequests {
+		t.Fatalf("mallory's oldest window: Err %v, want ViewEvictedError (429)", err)
+	}
+	if mallory[1].Err() != nil || mallory[2].Err() != nil {
+		t.Error("more than one of mallory's windows ended")
+	}
+	// Now mallory holds 2 and alice 2: neither gives way to the other.
+	if _, err := open("alice", "r7"); !errors.As(err, &tooMany) || tooMany.PerOwner {
+		t.Fatalf("alice's 3rd view with mallory holding as many: %v, want the table full", err)
+	}
+	if _, err := open("mallory", "r8"); !errors.As(err, &tooMany) {
+		t.Fatalf("mallory's view in a full table: %v, want 429", err)
+	}
+	for _, w := range mallory {
+		w.Close()
+	}
+	tbl.mu.Lock()
+	defer tbl.mu.Unlock()
+	if tbl.owned["mallory"] != 0 || tbl.owned["alice"] != 2 {
+		t.Errorf("owned %v after mallory closed its windows, want alice 2", tbl.owned)
+	}
+}
