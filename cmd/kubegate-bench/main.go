@@ -1,5 +1,5 @@
 // Command kubegate-bench measures kubegate against kube-apiserver on the
-// same workload in one run (package internal/bench does the work). It
+// same workload in one run (package bench/scenario does the work). It
 // starts its own etcd + kube-apiserver, runs the gateway binary as a
 // subprocess, prints a table with gateway/apiserver ratios and writes JSON.
 //
@@ -19,15 +19,15 @@ import (
 	"strings"
 	"syscall"
 
-	"kubegate/internal/bench"
+	"kubegate/bench/scenario"
 )
 
 func main() {
 	// The broad scenario starts its floor (a minimal WebSocket writer) as
 	// this executable again.
-	bench.RunFloorIfAsked()
+	scenario.RunFloorIfAsked()
 	var (
-		o       bench.Options
+		o       scenario.Options
 		scen    string
 		jsonOut string
 		md      bool
@@ -35,9 +35,9 @@ func main() {
 		from    string
 	)
 	z := &o.Sizes
-	d := bench.DefaultSizes
+	d := scenario.DefaultSizes
 	flag.StringVar(&o.GatewayBinary, "gateway", "bin/gateway", "gateway `binary` (make build)")
-	flag.StringVar(&scen, "scenarios", strings.Join(bench.DefaultScenarios, ","), "comma-separated `scenarios` to run (opt-in: "+strings.Join(bench.OptInScenarios, ", ")+")")
+	flag.StringVar(&scen, "scenarios", strings.Join(scenario.DefaultScenarios, ","), "comma-separated `scenarios` to run (opt-in: "+strings.Join(scenario.OptInScenarios, ", ")+")")
 	flag.IntVar(&o.Pods, "pods", 10000, "Pods to create (~7 KB JSON each; one ConfigMap per 10 Pods)")
 	flag.IntVar(&o.Namespaces, "namespaces", 100, "namespaces to spread the Pods over (the selective scenario's subscribers each watch one)")
 	flag.BoolVar(&full, "full", false, "use the full target sizes (idle 5k, broad 100/s, selective 500/s, burst of 5k updates to 1k subscribers, cold start 100k Pods, relist with 1k subscribers, abuse with 1k subscribers at 100/s, 1k stalled and 50 full-speed watch-list clients, 50 first windows per case); explicit size flags still win")
@@ -95,7 +95,7 @@ func main() {
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		explicit := *z
-		*z = bench.FullSizes
+		*z = scenario.FullSizes
 		keep := map[string]func(){
 			"idle": func() { z.Idle = explicit.Idle }, "broad": func() { z.Broad = explicit.Broad },
 			"broad-rate": func() { z.BroadRate = explicit.BroadRate }, "duration": func() { z.Duration = explicit.Duration },
@@ -139,26 +139,26 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var (
-		r   bench.Report
+		r   scenario.Report
 		err error
 	)
 	if from != "" {
-		r, err = bench.ReadJSON(from)
+		r, err = scenario.ReadJSON(from)
 		jsonOut = ""
 	} else {
-		r, err = bench.Run(ctx, o)
+		r, err = scenario.Run(ctx, o)
 	}
 	if md {
-		bench.Markdown(os.Stdout, r.Figures)
+		scenario.Markdown(os.Stdout, r.Figures)
 	} else {
-		bench.Table(os.Stdout, r.Figures)
+		scenario.Table(os.Stdout, r.Figures)
 	}
 	fmt.Println()
-	for _, g := range bench.Goals(r.Figures) {
+	for _, g := range scenario.Goals(r.Figures) {
 		fmt.Println(g)
 	}
 	if jsonOut != "" {
-		if werr := bench.WriteJSON(jsonOut, r); werr != nil {
+		if werr := scenario.WriteJSON(jsonOut, r); werr != nil {
 			fmt.Fprintln(os.Stderr, "kubegate-bench:", werr)
 			os.Exit(1)
 		}
