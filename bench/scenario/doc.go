@@ -6,8 +6,8 @@
 // at a fixed rate, and drives the same subscribers through the gateway
 // (/ws, REST) and straight to kube-apiserver (JSON and protobuf watches
 // and lists). Every measurement is a Figure; Table prints them with the
-// ratio gateway/apiserver, Goals judges them against the project's goals,
-// and WriteDoc renders a run's tables into docs/benchmarks.md.
+// ratio gateway/apiserver, and Goals judges them against the project's
+// goals.
 //
 // The packages live at bench/, outside internal/, because kubegate-bench
 // is a tool users run against their own builds, and its parts (harness,

@@ -61,7 +61,7 @@ func TestGoals(t *testing.T) {
 		{"snapshot", ArmGateway, "time to snapshot of 10000 pods (run 2)", "ms", 130},
 		{"snapshot", ArmGateway, "time to snapshot of 10000 pods (run 3)", "ms", 80},
 	}
-	got := strings.Join(Goals(figs), "\n")
+	got := strings.Join(goalLines(Goals(figs)), "\n")
 	for _, want := range []string{
 		"time to snapshot of 10000 pods <= 100 ms in every run: 90, 130, 80 ms (median 90.0), MISSED by 1 of 3 runs",
 		"p99 unchanged by an abusive client (within the run's noise): 12.0 ms with it, 10.0 and 11.0 ms without (bound 12.1 ms), met",

@@ -166,7 +166,7 @@ func RunREST(ctx context.Context, env *Env, o RESTOptions) ([]Figure, error) {
 			figs = append(figs, r.figures(a, c, n)...)
 		}
 	}
-	for _, line := range RESTGoals(figs) {
+	for _, line := range goalLines(RESTGoals(figs)) {
 		fmt.Fprintln(o.Log, line)
 	}
 	return figs, nil
@@ -557,7 +557,7 @@ const (
 // list at least 10× faster than kube-apiserver's (by p50, against each
 // apiserver arm, with the ratio of CPU per list beside it) and its p99 at
 // most 50 ms. It returns nothing without those figures.
-func RESTGoals(figs []Figure) []string {
+func RESTGoals(figs []Figure) []Goal {
 	get := func(arm, metric string) (float64, bool) {
 		for _, f := range figs {
 			if f.Scenario == ScenarioREST && f.Arm == arm && f.Metric == metric {
@@ -578,25 +578,26 @@ func RESTGoals(figs []Figure) []string {
 		}
 		return "MISSED"
 	}
-	var lines []string
+	var lines []Goal
 	for _, arm := range []string{ArmAPIServerRVUnset, ArmAPIServerRV0} {
 		api50, ok := get(arm, "list all p50")
 		if !ok {
 			continue
 		}
 		x := api50 / gw50
-		line := fmt.Sprintf("goal: list of all %.0f Pods >= %.0fx faster than %s: gateway p50 %.1f ms, %s p50 %.1f ms: %.1fx, %s",
-			items, restGoalSpeedup, arm, gw50, arm, api50, x, verdict(x >= restGoalSpeedup))
+		g := Goal{Goal: fmt.Sprintf("list of all %.0f Pods >= %.0fx faster than %s", items, restGoalSpeedup, arm),
+			Figure:  fmt.Sprintf("gateway p50 %.1f ms, %s p50 %.1f ms: %.1fx", gw50, arm, api50, x),
+			Verdict: verdict(x >= restGoalSpeedup)}
 		// Latency on a busy machine is mostly waiting for a core; the CPU
 		// ratio does not depend on the machine's load.
 		gwCPU, ok1 := get(ArmGateway, "list all CPU/list")
 		apiCPU, ok2 := get(arm, "list all CPU/list")
 		if ok1 && ok2 && gwCPU > 0 {
-			line += fmt.Sprintf(" (CPU per list %.1f ms vs %.1f ms: %.1fx)", gwCPU, apiCPU, apiCPU/gwCPU)
+			g.After = fmt.Sprintf(" (CPU per list %.1f ms vs %.1f ms: %.1fx)", gwCPU, apiCPU, apiCPU/gwCPU)
 		}
-		lines = append(lines, line)
+		lines = append(lines, g)
 	}
-	lines = append(lines, fmt.Sprintf("goal: list of all %.0f Pods p99 <= %.0f ms: gateway p99 %.1f ms, %s",
-		items, restGoalP99, gw99, verdict(gw99 <= restGoalP99)))
+	lines = append(lines, Goal{Goal: fmt.Sprintf("list of all %.0f Pods p99 <= %.0f ms", items, restGoalP99),
+		Figure: fmt.Sprintf("gateway p99 %.1f ms", gw99), Verdict: verdict(gw99 <= restGoalP99)})
 	return lines
 }

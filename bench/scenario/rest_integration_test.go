@@ -81,7 +81,7 @@ func TestRunREST(t *testing.T) {
 			t.Errorf("%s: %v pages of 7 for %d Pods, want %v", arm, v, pods, wantPages)
 		}
 	}
-	if lines := RESTGoals(figs); len(lines) != 3 {
+	if lines := goalLines(RESTGoals(figs)); len(lines) != 3 {
 		t.Errorf("RESTGoals = %q, want 3 lines", lines)
 	}
 }

@@ -264,7 +264,7 @@ func TestRunRESTFake(t *testing.T) {
 	if rv0 == 0 || rv0Cont != 0 {
 		t.Errorf("apiserver got resourceVersion=0 %d times, %d of them with continue; want some, none", rv0, rv0Cont)
 	}
-	if lines := RESTGoals(figs); len(lines) != 3 || !strings.Contains(lines[2], "p99 <= 50 ms") {
+	if lines := goalLines(RESTGoals(figs)); len(lines) != 3 || !strings.Contains(lines[2], "p99 <= 50 ms") {
 		t.Errorf("RESTGoals = %q", lines)
 	}
 }
@@ -284,7 +284,7 @@ func TestRESTGoals(t *testing.T) {
 		"goal: list of all 10000 Pods >= 10x faster than apiserver rv=0: gateway p50 40.0 ms, apiserver rv=0 p50 200.0 ms: 5.0x, MISSED (CPU per list 20.0 ms vs 500.0 ms: 25.0x)",
 		"goal: list of all 10000 Pods p99 <= 50 ms: gateway p99 60.0 ms, MISSED",
 	}
-	if diff := cmp.Diff(want, RESTGoals(figs)); diff != "" {
+	if diff := cmp.Diff(want, goalLines(RESTGoals(figs))); diff != "" {
 		t.Errorf("RESTGoals (-want +got):\n%s", diff)
 	}
 	if got := RESTGoals(figs[4:]); got != nil {

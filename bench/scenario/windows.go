@@ -1027,7 +1027,7 @@ const windowFlatBound = 1.5
 // and, between the smallest and the largest size, CPU per update, and
 // the heap held and the bytes allocated per window, with many windows
 // open, flat in the number of objects.
-func windowGoals(figs []Figure) []string {
+func windowGoals(figs []Figure) []Goal {
 	// by[size][arm+"|"+metric without the size]
 	by := map[int]map[string]float64{}
 	for _, f := range figs {
@@ -1049,7 +1049,7 @@ func windowGoals(figs []Figure) []string {
 		by[n][f.Arm+"|"+metric] = f.Value
 	}
 	sizes := slices.Sorted(maps.Keys(by))
-	var lines []string
+	var lines []Goal
 	for _, n := range sizes {
 		m := by[n]
 		gw, ok := m[ArmGateway+"|first 50 rows (median)"]
@@ -1061,15 +1061,17 @@ func windowGoals(figs []Figure) []string {
 			api = fmt.Sprintf("; kube-apiserver: first page of 50, unsorted, %.1f ms, full list %.0f ms (JSON) and %.0f ms (protobuf)",
 				a, m[ArmJSON+" full list|first 50 rows (median)"], m[ArmProto+" full list|first 50 rows (median)"])
 		}
-		lines = append(lines, fmt.Sprintf("goal: first window of 50 rows over %d pods <= 10 ms, its sort order in use, rows new to it: median %.2f ms (max %.2f, gateway CPU %.2f ms each), %s%s",
-			n, gw, m[ArmGateway+"|first 50 rows (max)"], m[ArmGateway+"|server CPU per first 50 rows"], verdictText(gw <= 10, fmt.Sprintf("%.2f ms", gw-10)), api))
+		lines = append(lines, Goal{Goal: fmt.Sprintf("first window of 50 rows over %d pods <= 10 ms, its sort order in use, rows new to it", n),
+			Figure:  fmt.Sprintf("median %.2f ms (max %.2f, gateway CPU %.2f ms each)", gw, m[ArmGateway+"|first 50 rows (max)"], m[ArmGateway+"|server CPU per first 50 rows"]),
+			Verdict: verdictText(gw <= 10, fmt.Sprintf("%.2f ms", gw-10)), After: api})
 		for _, c := range []struct{ what, metric string }{
 			{"rows shown before", "first window, rows shown before (median)"},
 			{"a new sort order (its index built)", "first window, new sort order (median)"},
 			{"a new table (the first window on pods)", "first window, new table"},
 		} {
 			if v, ok := m[ArmGateway+"|"+c.metric]; ok {
-				lines = append(lines, fmt.Sprintf("goal: first window of 50 rows over %d pods <= 10 ms, %s: %.2f ms, %s", n, c.what, v, verdictText(v <= 10, fmt.Sprintf("%.2f ms (%.1fx)", v-10, v/10))))
+				lines = append(lines, Goal{Goal: fmt.Sprintf("first window of 50 rows over %d pods <= 10 ms, %s", n, c.what),
+					Figure: fmt.Sprintf("%.2f ms", v), Verdict: verdictText(v <= 10, fmt.Sprintf("%.2f ms (%.1fx)", v-10, v/10))})
 			}
 		}
 	}
@@ -1077,7 +1079,7 @@ func windowGoals(figs []Figure) []string {
 		return lines
 	}
 	lo, hi := by[sizes[0]], by[sizes[len(sizes)-1]]
-	var flat []string
+	var flat []Goal
 	for key := range hi {
 		arm, metric, _ := strings.Cut(key, "|")
 		// RSS carries the garbage not yet collected; the heap found live
@@ -1093,9 +1095,9 @@ func windowGoals(figs []Figure) []string {
 		}
 		b := hi[key]
 		r := b / a
-		flat = append(flat, fmt.Sprintf("goal: %s flat in the number of objects (at most %.1fx from %d to %d pods): %.3f and %.3f, %.2fx, %s",
-			metric, windowFlatBound, sizes[0], sizes[len(sizes)-1], a, b, r, verdictText(a > 0 && r <= windowFlatBound, fmt.Sprintf("%.2fx", r-windowFlatBound))))
+		flat = append(flat, Goal{Goal: fmt.Sprintf("%s flat in the number of objects (at most %.1fx from %d to %d pods)", metric, windowFlatBound, sizes[0], sizes[len(sizes)-1]),
+			Figure: fmt.Sprintf("%.3f and %.3f, %.2fx", a, b, r), Verdict: verdictText(a > 0 && r <= windowFlatBound, fmt.Sprintf("%.2fx", r-windowFlatBound))})
 	}
-	slices.Sort(flat)
+	slices.SortFunc(flat, func(a, b Goal) int { return strings.Compare(a.Goal, b.Goal) })
 	return append(lines, flat...)
 }

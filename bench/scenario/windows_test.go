@@ -33,7 +33,7 @@ func TestWindowGoals(t *testing.T) {
 	add(100000, ArmGateway, "live heap+stacks per window (N=1000)", 7)
 	add(100000, ArmGateway, "allocated per socket (N=1000)", 9) // no counterpart at 10,000, and not judged
 
-	got := windowGoals(figs)
+	got := goalLines(windowGoals(figs))
 	for _, want := range []string{
 		"goal: first window of 50 rows over 10000 pods <= 10 ms, its sort order in use, rows new to it: median 0.80 ms (max 1.50, gateway CPU 0.40 ms each), met; kube-apiserver: first page of 50, unsorted, 12.0 ms, full list 3000 ms (JSON) and 2000 ms (protobuf)",
 		"goal: first window of 50 rows over 10000 pods <= 10 ms, rows shown before: 0.50 ms, met",

@@ -7,6 +7,7 @@
 //
 //	make build
 //	go run ./cmd/kubegate-bench -gateway bin/gateway -json .local/bench/load.json
+//	go run ./cmd/kubegate-bench -report .local/bench/load.json -doc docs/benchmarks.md
 package main
 
 import (
@@ -14,10 +15,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"kubegate/bench/scenario"
 )
@@ -33,6 +36,8 @@ func main() {
 		md      bool
 		full    bool
 		from    string
+		report  string
+		doc     string
 	)
 	z := &o.Sizes
 	d := scenario.DefaultSizes
@@ -90,6 +95,8 @@ func main() {
 	flag.StringVar(&jsonOut, "json", "", "also write the results as JSON to this `file`")
 	flag.BoolVar(&md, "markdown", false, "print the table as Markdown")
 	flag.StringVar(&from, "from", "", "print the table and goals of an earlier run's JSON `file` instead of running")
+	flag.StringVar(&report, "report", "", "render an earlier run's JSON `file` as docs/benchmarks.md shows it (its stamp, the goals table, a table per scenario) instead of running; to stdout, or into -doc")
+	flag.StringVar(&doc, "doc", "", "with -report, regenerate the marked section of this Markdown `file` (make bench-report: docs/benchmarks.md) instead of printing")
 	flag.Parse()
 	if full {
 		set := map[string]bool{}
@@ -135,6 +142,13 @@ func main() {
 		}
 	}
 	o.Log = os.Stderr
+	if report != "" {
+		if err := writeReport(report, doc); err != nil {
+			fmt.Fprintln(os.Stderr, "kubegate-bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -146,7 +160,11 @@ func main() {
 		r, err = scenario.ReadJSON(from)
 		jsonOut = ""
 	} else {
+		t0 := time.Now()
 		r, err = scenario.Run(ctx, o)
+		r.Commit = commit()
+		r.Command = "kubegate-bench " + strings.Join(os.Args[1:], " ")
+		r.Wall = time.Since(t0).Round(time.Second).String()
 	}
 	if md {
 		scenario.Markdown(os.Stdout, r.Figures)
@@ -167,4 +185,28 @@ func main() {
 		fmt.Fprintln(os.Stderr, "kubegate-bench:", err)
 		os.Exit(1)
 	}
+}
+
+// writeReport renders the run in the JSON file from as Markdown, into
+// the marked section of doc, or to stdout when doc is "".
+func writeReport(from, doc string) error {
+	r, err := scenario.ReadJSON(from)
+	if err != nil {
+		return err
+	}
+	if doc != "" {
+		return scenario.WriteDoc(doc, r)
+	}
+	r.Markdown(os.Stdout)
+	return nil
+}
+
+// commit is the commit of the working tree the tool runs in, with
+// "-dirty" when it has changes, or "" outside a git tree.
+func commit() string {
+	out, err := exec.Command("git", "describe", "--always", "--dirty", "--abbrev=12").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }
