@@ -40,6 +40,17 @@ func (r Report) Stamp() string {
 	return b.String()
 }
 
+// ShortStamp is Stamp in brief, for under each table: commit, machine
+// and its load at the start, command.
+func (r Report) ShortStamp() string {
+	m := r.Machine
+	host := fmt.Sprintf("%d CPUs", m.CPUs)
+	if m.LoadAvg != "" {
+		host += ", load " + strings.Fields(m.LoadAvg)[0]
+	}
+	return fmt.Sprintf("`%s`, %s, `%s`", cmp.Or(r.Commit, "unknown"), host, cmp.Or(r.Command, "kubegate-bench"))
+}
+
 // Markdown renders r as docs/benchmarks.md shows it: where it comes from,
 // the goals table (goal, figure, verdict) with the run's notes, then one
 // table per scenario with a row per metric and a column per arm.
@@ -50,7 +61,8 @@ func (r Report) Markdown(w io.Writer) {
 	fmt.Fprintf(w, "Workload: %d Pods (%.0f B of JSON as the gateway caches one, %.0f B as kube-apiserver serves it) in %d namespaces, %d ConfigMaps.\n\n",
 		wl.Pods, wl.PodJSONBytes, wl.PodJSONBytesServed, len(wl.Namespaces), wl.ConfigMaps)
 
-	fmt.Fprintf(w, "### Goals\n\n")
+	short := r.ShortStamp()
+	fmt.Fprintf(w, "### Goals\n\n%s\n\n", short)
 	var notes []string
 	fmt.Fprintln(w, "| goal | figure | verdict |")
 	fmt.Fprintln(w, "|---|---|---|")
@@ -86,7 +98,7 @@ func (r Report) Markdown(w io.Writer) {
 		byScenario[f.Scenario] = append(byScenario[f.Scenario], f)
 	}
 	for _, s := range order {
-		fmt.Fprintf(w, "### %s\n\n", s)
+		fmt.Fprintf(w, "### %s\n\n%s\n\n", s, short)
 		scenarioTable(w, byScenario[s])
 		fmt.Fprintln(w)
 	}

@@ -47,10 +47,11 @@ func TestMarkdown(t *testing.T) {
 		"| broad fan-out p99 latency <= apiserver/json's | 20.0 ms vs 30.0 ms | met |",
 		"| zero missed or duplicated events in every scenario (gateway) |  | met |",
 		"Note: kube-apiserver arms lost events: broad/apiserver/json/missed=2 (1 watches ended by kube-apiserver; a client relists).",
-		"### broad\n\n| metric | unit | gateway | apiserver/json | apiserver/proto | floor |",
+		"### Goals\n\n`abc1234`, 2 CPUs, load 3.10, `kubegate-bench -gateway bin/gateway -json load.json`\n\n| goal |",
+		"### broad\n\n`abc1234`, 2 CPUs, load 3.10, `kubegate-bench -gateway bin/gateway -json load.json`\n\n| metric | unit | gateway | apiserver/json | apiserver/proto | floor |",
 		"| CPU per 1000 deliveries | s | 0.03 | 0.05 (0.60) | 0.06 (0.50) | 0.02 (1.50) |",
 		"| bench CPU | s | 1.50 | 2.50 |  |  |",
-		"### setup\n\n| metric | unit | bench |\n|---|---|---|\n| pod JSON size (cached) | B | 7843 |",
+		"### setup\n\n`abc1234`, 2 CPUs, load 3.10, `kubegate-bench -gateway bin/gateway -json load.json`\n\n| metric | unit | bench |\n|---|---|---|\n| pod JSON size (cached) | B | 7843 |",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("report lacks\n%s\nin\n%s", want, got)
