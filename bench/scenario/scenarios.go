@@ -291,7 +291,7 @@ func scenarioIdle(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]Figu
 	// and free pages that left would absorb (RSS) or inflate (heap in use)
 	// what idle sockets add. An idle subscription's cost does not depend on
 	// what the cache holds. kube-apiserver cannot be restarted as cheaply;
-	// its figures carry that noise (see docs/benchmarks.md).
+	// its figures carry that noise (see docs/benchmarks-history.md).
 	fresh, err := env.startGateway(ctx, GatewayConfig(env.Kubeconfig, "namespaces"), false)
 	if err != nil {
 		return nil, err

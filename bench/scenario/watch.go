@@ -379,9 +379,8 @@ func (a *jsonArm) Close() {
 // protoArm watches kube-apiserver with protobuf, as client-go programs do
 // for built-in types. By default each watch has its own HTTP/1.1
 // connection, like the JSON arm, so encoding is the only difference; with
-// http2 every watch shares one HTTP/2 connection, client-go's default
-// (docs/benchmarks.md shows what that does to kube-apiserver at hundreds
-// of watches). Events are scanned for their type and resourceVersion
+// http2 (-proto-http2) every watch shares one HTTP/2 connection,
+// client-go's default. Events are scanned for their type and resourceVersion
 // (protowatch.go) rather than decoded into Pods: client-go's typed
 // decoding made the benchmark's own process the bottleneck.
 type protoArm struct {

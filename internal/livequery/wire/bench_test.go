@@ -28,7 +28,7 @@ import (
 // objects of realistic size, parameters resolved as a subscribe gives
 // them, and the rows of every insert, move and update encoded
 // (Printer.Encoded). They leave out the WebSocket frame around the rows
-// and the socket. docs/benchmarks.md ("Live windows") records them.
+// and the socket. docs/benchmarks-history.md ("Live windows") records them.
 
 const benchLimit = 50
 
