@@ -165,6 +165,7 @@ func StartEnv(ctx context.Context, o EnvOptions) (*Env, error) {
 func GatewayConfig(kubeconfig string, resources ...string) config.Config {
 	c := config.Default()
 	c.Kubeconfig = kubeconfig
+	c.Listen = "" // a free loopback port, chosen by harness.StartGateway
 	c.Log = config.Log{Level: "warn", Format: "json"}
 	c.Cache.Resources = resources
 	ws := &c.WebSocket

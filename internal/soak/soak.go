@@ -405,6 +405,7 @@ func gatewayConfig(dir, kubeconfig string, secret []byte, hookURL string) (confi
 	sec := func(d time.Duration) config.Duration { return config.Duration(d) }
 	c := config.Default()
 	c.Kubeconfig = kubeconfig
+	c.Listen = "" // a free loopback port, chosen by harness.StartGateway
 	c.ShutdownTimeout = sec(10 * time.Second)
 	c.Log = config.Log{Level: "info", Format: "json"}
 	c.Cache.Resources = []string{"configmaps", "namespaces"}
