@@ -28,9 +28,7 @@ func DescribeMachine() Machine {
 	if err != nil {
 		return m
 	}
-	if cpus, err := fs.CPUInfo(); err == nil && len(cpus) > 0 {
-		m.CPUModel = cpus[0].ModelName
-	}
+	m.CPUModel = cpuModel(fs)
 	if mem, err := fs.Meminfo(); err == nil && mem.MemTotal != nil {
 		m.MemTotal = fmt.Sprintf("%d kB", *mem.MemTotal)
 	}
