@@ -40,8 +40,8 @@ func (r Report) Stamp() string {
 	return b.String()
 }
 
-// ShortStamp is Stamp in brief, for under each table: commit, machine
-// and its load at the start, command.
+// ShortStamp is Stamp in brief, for each table's heading: commit,
+// machine and its load at the start, command.
 func (r Report) ShortStamp() string {
 	m := r.Machine
 	host := fmt.Sprintf("%d CPUs", m.CPUs)
@@ -62,7 +62,7 @@ func (r Report) Markdown(w io.Writer) {
 		wl.Pods, wl.PodJSONBytes, wl.PodJSONBytesServed, len(wl.Namespaces), wl.ConfigMaps)
 
 	short := r.ShortStamp()
-	fmt.Fprintf(w, "### Goals\n\n%s\n\n", short)
+	fmt.Fprintf(w, "### Goals · %s\n\n", short)
 	var notes []string
 	fmt.Fprintln(w, "| goal | figure | verdict |")
 	fmt.Fprintln(w, "|---|---|---|")
@@ -98,7 +98,7 @@ func (r Report) Markdown(w io.Writer) {
 		byScenario[f.Scenario] = append(byScenario[f.Scenario], f)
 	}
 	for _, s := range order {
-		fmt.Fprintf(w, "### %s\n\n%s\n\n", s, short)
+		fmt.Fprintf(w, "### %s · %s\n\n", s, short)
 		scenarioTable(w, byScenario[s])
 		fmt.Fprintln(w)
 	}

@@ -47,11 +47,11 @@ func TestMarkdown(t *testing.T) {
 		"| broad fan-out p99 latency <= apiserver/json's | 20.0 ms vs 30.0 ms | met |",
 		"| zero missed or duplicated events in every scenario (gateway) |  | met |",
 		"Note: kube-apiserver arms lost events: broad/apiserver/json/missed=2 (1 watches ended by kube-apiserver; a client relists).",
-		"### Goals\n\n`abc1234`, 2 CPUs, load 3.10, `kubegate-bench -gateway bin/gateway -json load.json`\n\n| goal |",
-		"### broad\n\n`abc1234`, 2 CPUs, load 3.10, `kubegate-bench -gateway bin/gateway -json load.json`\n\n| metric | unit | gateway | apiserver/json | apiserver/proto | floor |",
+		"### Goals · `abc1234`, 2 CPUs, load 3.10, `kubegate-bench -gateway bin/gateway -json load.json`\n\n| goal |",
+		"### broad · `abc1234`, 2 CPUs, load 3.10, `kubegate-bench -gateway bin/gateway -json load.json`\n\n| metric | unit | gateway | apiserver/json | apiserver/proto | floor |",
 		"| CPU per 1000 deliveries | s | 0.03 | 0.05 (0.60) | 0.06 (0.50) | 0.02 (1.50) |",
 		"| bench CPU | s | 1.50 | 2.50 |  |  |",
-		"### setup\n\n`abc1234`, 2 CPUs, load 3.10, `kubegate-bench -gateway bin/gateway -json load.json`\n\n| metric | unit | bench |\n|---|---|---|\n| pod JSON size (cached) | B | 7843 |",
+		"### setup · `abc1234`, 2 CPUs, load 3.10, `kubegate-bench -gateway bin/gateway -json load.json`\n\n| metric | unit | bench |\n|---|---|---|\n| pod JSON size (cached) | B | 7843 |",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("report lacks\n%s\nin\n%s", want, got)
@@ -77,7 +77,7 @@ func TestWriteDoc(t *testing.T) {
 		b, _ := os.ReadFile(path)
 		got := string(b)
 		if !strings.HasPrefix(got, "# Benchmarks\n\nprose before\n\n"+DocBegin+"\n\nAll figures below: commit `abc1234`") ||
-			!strings.HasSuffix(got, DocEnd+"\n\nprose after\n") || strings.Contains(got, "old tables") || strings.Count(got, "### broad") != 1 {
+			!strings.HasSuffix(got, DocEnd+"\n\nprose after\n") || strings.Contains(got, "old tables") || strings.Count(got, "### broad ·") != 1 {
 			t.Fatalf("after WriteDoc %d:\n%s", i+1, got)
 		}
 	}
