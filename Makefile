@@ -124,6 +124,10 @@ bench: bins build ## Load tool, default scenarios: gateway vs kube-apiserver, ta
 	mkdir -p $(BENCHDIR)
 	$(GO) run ./cmd/kubegate-bench -gateway bin/gateway -json $(BENCHDIR)/load.json $(BENCHFLAGS) | tee $(BENCHDIR)/load.txt
 
+.PHONY: bench-report
+bench-report: ## Regenerate docs/benchmarks.md's current tables and goals from $(BENCHDIR)/load.json (a make bench run)
+	$(GO) run ./cmd/kubegate-bench -report $(BENCHDIR)/load.json -doc docs/benchmarks.md
+
 .PHONY: bench-micro
 bench-micro: ## Go micro-benchmarks of the hot paths, BENCHCOUNT runs each, into $(BENCHDIR)/micro.txt (compare with benchstat)
 	mkdir -p $(BENCHDIR)

@@ -24,8 +24,8 @@ import (
 )
 
 // The dashboard's goals at 100,000 objects, with the headroom each bound
-// leaves on a shared 2-core machine (docs/benchmarks.md, "Dashboard at
-// 100,000 objects", has the figures):
+// leaves on a shared 2-core machine (docs/benchmarks-history.md,
+// "Dashboard at 100,000 objects", has the figures):
 const (
 	// firstRowsBudget bounds the median time, over three page loads,
 	// from navigation start to the first rows painted, with the
@@ -36,7 +36,7 @@ const (
 	firstRowsBudget = 2500 * time.Millisecond
 	// firstRowsRaceBudget replaces it under the race detector, which
 	// slows the in-process gateway's opening of the window (a scan and
-	// sort of the 100,000 rows, see docs/benchmarks.md) about 3×: 1.2s
+	// sort of the 100,000 rows, see docs/benchmarks-history.md) about 3×: 1.2s
 	// on the idle development machine.
 	firstRowsRaceBudget = 6 * time.Second
 	// heapBudget bounds the page's JavaScript heap after scrolling from

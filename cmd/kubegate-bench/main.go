@@ -1,5 +1,5 @@
 // Command kubegate-bench measures kubegate against kube-apiserver on the
-// same workload in one run (package internal/bench does the work). It
+// same workload in one run (package bench/scenario does the work). It
 // starts its own etcd + kube-apiserver, runs the gateway binary as a
 // subprocess, prints a table with gateway/apiserver ratios and writes JSON.
 //
@@ -7,6 +7,7 @@
 //
 //	make build
 //	go run ./cmd/kubegate-bench -gateway bin/gateway -json .local/bench/load.json
+//	go run ./cmd/kubegate-bench -report .local/bench/load.json -doc docs/benchmarks.md
 package main
 
 import (
@@ -14,30 +15,34 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
-	"kubegate/internal/bench"
+	"kubegate/bench/scenario"
 )
 
 func main() {
 	// The broad scenario starts its floor (a minimal WebSocket writer) as
 	// this executable again.
-	bench.RunFloorIfAsked()
+	scenario.RunFloorIfAsked()
 	var (
-		o       bench.Options
+		o       scenario.Options
 		scen    string
 		jsonOut string
 		md      bool
 		full    bool
 		from    string
+		report  string
+		doc     string
 	)
 	z := &o.Sizes
-	d := bench.DefaultSizes
+	d := scenario.DefaultSizes
 	flag.StringVar(&o.GatewayBinary, "gateway", "bin/gateway", "gateway `binary` (make build)")
-	flag.StringVar(&scen, "scenarios", strings.Join(bench.DefaultScenarios, ","), "comma-separated `scenarios` to run (opt-in: "+strings.Join(bench.OptInScenarios, ", ")+")")
+	flag.StringVar(&scen, "scenarios", strings.Join(scenario.DefaultScenarios, ","), "comma-separated `scenarios` to run (opt-in: "+strings.Join(scenario.OptInScenarios, ", ")+")")
 	flag.IntVar(&o.Pods, "pods", 10000, "Pods to create (~7 KB JSON each; one ConfigMap per 10 Pods)")
 	flag.IntVar(&o.Namespaces, "namespaces", 100, "namespaces to spread the Pods over (the selective scenario's subscribers each watch one)")
 	flag.BoolVar(&full, "full", false, "use the full target sizes (idle 5k, broad 100/s, selective 500/s, burst of 5k updates to 1k subscribers, cold start 100k Pods, relist with 1k subscribers, abuse with 1k subscribers at 100/s, 1k stalled and 50 full-speed watch-list clients, 50 first windows per case); explicit size flags still win")
@@ -90,12 +95,14 @@ func main() {
 	flag.StringVar(&jsonOut, "json", "", "also write the results as JSON to this `file`")
 	flag.BoolVar(&md, "markdown", false, "print the table as Markdown")
 	flag.StringVar(&from, "from", "", "print the table and goals of an earlier run's JSON `file` instead of running")
+	flag.StringVar(&report, "report", "", "render an earlier run's JSON `file` as docs/benchmarks.md shows it (its stamp, the goals table, a table per scenario) instead of running; to stdout, or into -doc")
+	flag.StringVar(&doc, "doc", "", "with -report, regenerate the marked section of this Markdown `file` (make bench-report: docs/benchmarks.md) instead of printing")
 	flag.Parse()
 	if full {
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		explicit := *z
-		*z = bench.FullSizes
+		*z = scenario.FullSizes
 		keep := map[string]func(){
 			"idle": func() { z.Idle = explicit.Idle }, "broad": func() { z.Broad = explicit.Broad },
 			"broad-rate": func() { z.BroadRate = explicit.BroadRate }, "duration": func() { z.Duration = explicit.Duration },
@@ -135,30 +142,41 @@ func main() {
 		}
 	}
 	o.Log = os.Stderr
+	if report != "" {
+		if err := writeReport(report, doc); err != nil {
+			fmt.Fprintln(os.Stderr, "kubegate-bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var (
-		r   bench.Report
+		r   scenario.Report
 		err error
 	)
 	if from != "" {
-		r, err = bench.ReadJSON(from)
+		r, err = scenario.ReadJSON(from)
 		jsonOut = ""
 	} else {
-		r, err = bench.Run(ctx, o)
+		t0 := time.Now()
+		r, err = scenario.Run(ctx, o)
+		r.Commit = commit()
+		r.Command = "kubegate-bench " + strings.Join(os.Args[1:], " ")
+		r.Wall = time.Since(t0).Round(time.Second).String()
 	}
 	if md {
-		bench.Markdown(os.Stdout, r.Figures)
+		scenario.Markdown(os.Stdout, r.Figures)
 	} else {
-		bench.Table(os.Stdout, r.Figures)
+		scenario.Table(os.Stdout, r.Figures)
 	}
 	fmt.Println()
-	for _, g := range bench.Goals(r.Figures) {
+	for _, g := range scenario.Goals(r.Figures) {
 		fmt.Println(g)
 	}
 	if jsonOut != "" {
-		if werr := bench.WriteJSON(jsonOut, r); werr != nil {
+		if werr := scenario.WriteJSON(jsonOut, r); werr != nil {
 			fmt.Fprintln(os.Stderr, "kubegate-bench:", werr)
 			os.Exit(1)
 		}
@@ -167,4 +185,28 @@ func main() {
 		fmt.Fprintln(os.Stderr, "kubegate-bench:", err)
 		os.Exit(1)
 	}
+}
+
+// writeReport renders the run in the JSON file from as Markdown, into
+// the marked section of doc, or to stdout when doc is "".
+func writeReport(from, doc string) error {
+	r, err := scenario.ReadJSON(from)
+	if err != nil {
+		return err
+	}
+	if doc != "" {
+		return scenario.WriteDoc(doc, r)
+	}
+	r.Markdown(os.Stdout)
+	return nil
+}
+
+// commit is the commit of the working tree the tool runs in, with
+// "-dirty" when it has changes, or "" outside a git tree.
+func commit() string {
+	out, err := exec.Command("git", "describe", "--always", "--dirty", "--abbrev=12").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }

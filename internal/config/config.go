@@ -133,7 +133,7 @@ type APIServer struct {
 	// the gateway's lists and watches are its largest reads, and
 	// compressing them costs kube-apiserver and the gateway CPU that a
 	// link inside a cluster or data centre does not repay (measured in
-	// docs/benchmarks.md). Turn it on for an apiserver across a slow link.
+	// docs/benchmarks-history.md). Turn it on for an apiserver across a slow link.
 	Compression bool `json:"compression,omitempty"`
 }
 

@@ -87,7 +87,7 @@ func (lw *listWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptio
 // v0.35). A watch-list makes kube-apiserver encode and send every object
 // as a watch event: measured on 10,000 Pods it spent 4.2 s of CPU on the
 // gateway's start against 1.2 s for one LIST of the same Pods
-// (docs/benchmarks.md). The LIST is paged by the reflector and decoded as
+// (docs/benchmarks-history.md). The LIST is paged by the reflector and decoded as
 // it streams, so neither side holds it whole. A watch that kube-apiserver
 // ends cleanly (its timeout) is then resumed with a WATCH from the last
 // resourceVersion, where a watch-list client would stream every object

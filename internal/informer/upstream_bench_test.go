@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// servedPodFile is one of the load tool's Pods (internal/bench NewPod) as
+// servedPodFile is one of the load tool's Pods (bench/workload NewPod) as
 // kube-apiserver v1.37 served it, managedFields included: 15.6 KB, what
 // the upstream receives for every change of such a Pod.
 const servedPodFile = "testdata/bench/pod-served.json"

@@ -29,6 +29,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"kubegate/bench/harness"
+	"kubegate/internal/config"
 	"kubegate/internal/controlplane"
 )
 
@@ -136,8 +138,7 @@ type run struct {
 	opts       Options
 	cp         *controlplane.ControlPlane
 	cs         kubernetes.Interface
-	gw         *gateway
-	hc         *http.Client // for /metrics and /readyz
+	gw         *harness.Gateway
 	rcv        *receiver
 	c          counters
 	namespaces []string
@@ -166,8 +167,7 @@ func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 	if o.Gateway == "" {
 		return nil, errors.New("soak: Options.Gateway is required")
 	}
-	r := &run{opts: o, rng: mrand.New(mrand.NewPCG(1, 2)), hc: &http.Client{Timeout: 10 * time.Second}}
-	defer r.hc.CloseIdleConnections()
+	r := &run{opts: o, rng: mrand.New(mrand.NewPCG(1, 2))}
 
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -216,37 +216,30 @@ func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 	go func() { _ = hs.Serve(hl) }()
 	defer hs.Close()
 
-	cfg, err := r.writeConfig(dir, secret, "http://"+hl.Addr().String()+"/hook")
-	if err != nil {
-		return nil, err
-	}
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := r.cp.WriteKubeconfig(kubeconfig); err != nil {
 		return nil, err
 	}
-	r.gw, err = startGateway(o.Gateway, "--config", cfg, "--kubeconfig", kubeconfig)
+	cfg, err := gatewayConfig(dir, kubeconfig, secret, "http://"+hl.Addr().String()+"/hook")
+	if err != nil {
+		return nil, err
+	}
+	warnings := &warnLines{max: 1000}
+	r.gw, err = harness.StartGateway(startCtx, harness.GatewayOptions{Binary: o.Gateway, Config: cfg, Dir: dir, ReadyTimeout: time.Minute, Output: warnings})
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
 		if rep != nil {
-			rep.GatewayWarnings, rep.WarningsDropped = r.gw.warnings.get()
+			rep.GatewayWarnings, rep.WarningsDropped = warnings.get()
 		}
 	}()
-	r.wsURL = "ws" + strings.TrimPrefix(r.gw.base, "http") + "/ws"
+	r.wsURL = "ws" + strings.TrimPrefix(r.gw.URL, "http") + "/ws"
 	defer func() {
-		if stopErr := r.gw.stop(20 * time.Second); stopErr != nil && rep != nil {
-			rep.Problems = append(rep.Problems, fmt.Sprintf("gateway shutdown: %v\n%s", stopErr, r.gw.out.String()))
+		if stopErr := r.gw.Stop(); stopErr != nil && rep != nil {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("gateway shutdown: %v\n%s", stopErr, r.gw.Tail(64<<10)))
 		}
 	}()
-	if err := wait.PollUntilContextTimeout(startCtx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		if r.gw.exited() {
-			return false, fmt.Errorf("gateway exited: %v\n%s", r.gw.err, r.gw.out.String())
-		}
-		return r.gw.ready(ctx, r.hc) == nil, nil
-	}); err != nil {
-		return nil, fmt.Errorf("gateway not ready: %w", err)
-	}
 
 	rep = &Report{Duration: o.Duration}
 	if rep.IdleGoroutines, err = r.warmUp(ctx); err != nil {
@@ -338,11 +331,11 @@ func (r *run) warmUp(ctx context.Context) (int64, error) {
 	}
 	var last []int64
 	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		m, err := r.gw.scrape(ctx, r.hc)
+		m, err := r.gw.Metrics(ctx)
 		if err != nil {
 			return false, nil
 		}
-		last = append(last, int64(m.get("go_goroutines")))
+		last = append(last, int64(get(m, "go_goroutines")))
 		n := len(last)
 		return n >= 4 && last[n-1] == last[n-2] && last[n-2] == last[n-3] && last[n-3] == last[n-4], nil
 	})
@@ -400,47 +393,43 @@ func (r *run) revoke(ctx context.Context, ns string) error {
 	return err
 }
 
-// writeConfig writes the gateway's configuration file. Intervals are
-// shorter than the defaults so that a short run exercises re-checks,
-// keepalive and overflow many times.
-func (r *run) writeConfig(dir string, secret []byte, hookURL string) (string, error) {
+// gatewayConfig is the gateway's configuration: config.Default() with
+// intervals shorter than the defaults, so that a short run exercises
+// re-checks, keepalive and overflow many times, and a webhook to the
+// receiver at hookURL, its secret written into dir.
+func gatewayConfig(dir, kubeconfig string, secret []byte, hookURL string) (config.Config, error) {
 	secretFile := filepath.Join(dir, "webhook.secret")
 	if err := os.WriteFile(secretFile, []byte("whsec_"+base64.StdEncoding.EncodeToString(secret)+"\n"), 0o600); err != nil {
-		return "", err
+		return config.Config{}, err
 	}
-	cfg := fmt.Sprintf(`shutdownTimeout: 10s
-log: {level: info, format: json}
-cache:
-  resources: [configmaps, namespaces]
-  listenerMaxEvents: 64
-websocket:
-  pingInterval: 5s
-  pongTimeout: 5s
-  writeTimeout: 10s
-auth:
-  authn: kubernetes
-  authz: rbac
-  # The soak samples /metrics through apiserver restarts, when a scrape
-  # that needs a SubjectAccessReview could not be authorized.
-  metrics: none
-  recheckInterval: 1s
-  recheckGrace: 2s
-  allowTTL: 1s
-  denyTTL: 1s
-  namespaceScanTTL: 3s
-webhooks:
-- name: soak
-  url: %s
-  resources: [{resource: configmaps, labelSelector: %q}]
-  eventTypes: [added, modified, deleted]
-  secretFile: %s
-  format: watch
-  timeout: 5s
-  allowAddresses: [127.0.0.0/8]
-  retry: {maxAttempts: 100000, maxAge: 1h, initialBackoff: 200ms, maxBackoff: 2s}
-`, hookURL, managedBy, secretFile)
-	path := filepath.Join(dir, "gateway.yaml")
-	return path, os.WriteFile(path, []byte(cfg), 0o600)
+	sec := func(d time.Duration) config.Duration { return config.Duration(d) }
+	c := config.Default()
+	c.Kubeconfig = kubeconfig
+	c.Listen = "" // a free loopback port, chosen by harness.StartGateway
+	c.ShutdownTimeout = sec(10 * time.Second)
+	c.Log = config.Log{Level: "info", Format: "json"}
+	c.Cache.Resources = []string{"configmaps", "namespaces"}
+	c.Cache.ListenerMaxEvents = 64
+	c.WebSocket.PingInterval, c.WebSocket.PongTimeout, c.WebSocket.WriteTimeout = sec(5*time.Second), sec(5*time.Second), sec(10*time.Second)
+	a := &c.Auth
+	a.Authn, a.Authz = "kubernetes", "rbac"
+	// The soak samples /metrics through apiserver restarts, when a scrape
+	// that needs a SubjectAccessReview could not be authorized.
+	a.Metrics = "none"
+	a.RecheckInterval, a.RecheckGrace = sec(time.Second), sec(2*time.Second)
+	a.AllowTTL, a.DenyTTL, a.NamespaceScanTTL = sec(time.Second), sec(time.Second), sec(3*time.Second)
+	c.Webhooks = []config.Webhook{{
+		Name:           "soak",
+		URL:            hookURL,
+		Resources:      []config.WebhookResource{{Resource: "configmaps", LabelSelector: managedBy}},
+		EventTypes:     []string{"added", "modified", "deleted"},
+		SecretFile:     secretFile,
+		Format:         "watch",
+		Timeout:        sec(5 * time.Second),
+		AllowAddresses: []string{"127.0.0.0/8"},
+		Retry:          config.WebhookRetry{MaxAttempts: 100000, MaxAge: sec(time.Hour), InitialBackoff: sec(200 * time.Millisecond), MaxBackoff: sec(2 * time.Second)},
+	}}
+	return c, nil
 }
 
 // The subscriber population: counts per kind, kept constant by churn.
@@ -716,28 +705,28 @@ func (r *run) sample(ctx context.Context, rep *Report) error {
 }
 
 func (r *run) takeSample(ctx context.Context) (Sample, error) {
-	if r.gw.exited() {
-		return Sample{}, fmt.Errorf("gateway exited: %v\n%s", r.gw.err, r.gw.out.String())
+	if r.gw.Exited() {
+		return Sample{}, fmt.Errorf("gateway exited: %v\n%s", r.gw.Err(), r.gw.Tail(64<<10))
 	}
-	m, err := r.gw.scrape(ctx, r.hc)
+	m, err := r.gw.Metrics(ctx)
 	if err != nil {
 		return Sample{}, err
 	}
-	rss, err := r.gw.rss()
+	st, err := harness.ReadProc(r.gw.PID)
 	if err != nil {
 		return Sample{}, err
 	}
 	i := func(v float64) int64 { return int64(v) }
 	return Sample{
-		Elapsed: time.Since(r.start), RSS: rss,
-		HeapAlloc: i(m.get("go_memstats_heap_alloc_bytes")), HeapGoal: i(m.get("go_memstats_next_gc_bytes")),
-		Goroutines: i(m.get("go_goroutines")), Sockets: i(m.get("kubegate_ws_sockets")), Subs: i(m.get("kubegate_ws_subscriptions")),
-		Frames: i(m.get("kubegate_ws_frames_sent_total")), Overflows: i(m.get("kubegate_listener_overflows_total")),
-		WSResets: i(m.get("kubegate_ws_resets_total")), WSErrors: i(m.get("kubegate_ws_error_frames_total")),
-		HookOK:    i(m.getLabel("kubegate_webhook_deliveries_total", `outcome="delivered"`)),
-		HookRetry: i(m.getLabel("kubegate_webhook_attempts_total", `result="5xx"`) + m.getLabel("kubegate_webhook_attempts_total", `result="error"`)),
-		HookQueue: i(m.get("kubegate_webhook_queue_length")),
-		Ready:     r.gw.ready(ctx, r.hc) == nil,
+		Elapsed: time.Since(r.start), RSS: st.RSS,
+		HeapAlloc: i(get(m, "go_memstats_heap_alloc_bytes")), HeapGoal: i(get(m, "go_memstats_next_gc_bytes")),
+		Goroutines: i(get(m, "go_goroutines")), Sockets: i(get(m, "kubegate_ws_sockets")), Subs: i(get(m, "kubegate_ws_subscriptions")),
+		Frames: i(get(m, "kubegate_ws_frames_sent_total")), Overflows: i(get(m, "kubegate_listener_overflows_total")),
+		WSResets: i(get(m, "kubegate_ws_resets_total")), WSErrors: i(get(m, "kubegate_ws_error_frames_total")),
+		HookOK:    i(get(m, "kubegate_webhook_deliveries_total", "outcome", "delivered")),
+		HookRetry: i(get(m, "kubegate_webhook_attempts_total", "result", "5xx") + get(m, "kubegate_webhook_attempts_total", "result", "error")),
+		HookQueue: i(get(m, "kubegate_webhook_queue_length")),
+		Ready:     r.gw.CheckReady(ctx) == nil,
 		Ops:       r.c.ops.Load(), OpErrors: r.c.opErrors.Load(), Events: r.c.events.Load(),
 		Joins: r.c.joins.Load(), Leaves: r.c.leaves.Load(),
 		Resets: r.c.resetOverflow.Load() + r.c.resetExpired.Load() + r.c.resetReauth.Load(),
@@ -880,11 +869,11 @@ func (r *run) checkIdle(ctx context.Context, rep *Report) {
 	const slack = 15
 	var last int64
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		m, err := r.gw.scrape(ctx, r.hc)
+		m, err := r.gw.Metrics(ctx)
 		if err != nil {
 			return false, nil
 		}
-		last = int64(m.get("go_goroutines"))
+		last = int64(get(m, "go_goroutines"))
 		return last <= rep.IdleGoroutines+slack, nil
 	})
 	rep.FinalGoroutines = last
@@ -928,4 +917,11 @@ func (r *run) checkFlat(rep *Report) {
 			rep.Problems = append(rep.Problems, p)
 		}
 	}
+}
+
+// get is the sum of the samples of a metric (with the given labels, as
+// name, value pairs), 0 when there is none.
+func get(m harness.Metrics, name string, labels ...string) float64 {
+	v, _ := m.Get(name, labels...)
+	return v
 }

@@ -69,37 +69,6 @@ func (w tableWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func TestParseMetrics(t *testing.T) {
-	const text = `# HELP go_goroutines Number of goroutines.
-# TYPE go_goroutines gauge
-go_goroutines 42
-kubegate_ws_resets_total{reason="Overflow"} 3
-kubegate_ws_resets_total{reason="Reauthorized"} 2
-kubegate_webhook_deliveries_total{outcome="delivered",webhook="soak"} 10
-kubegate_webhook_deliveries_total{outcome="superseded",webhook="soak"} 1
-weird{l="a } b"} 1.5e+06 1700000000
-`
-	m, err := parseMetrics(strings.NewReader(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		got, want float64
-	}{
-		{m.get("go_goroutines"), 42},
-		{m.get("kubegate_ws_resets_total"), 5},
-		{m.getLabel("kubegate_webhook_deliveries_total", `outcome="delivered"`), 10},
-		{m.get("weird"), 1.5e6},
-	} {
-		if c.got != c.want {
-			t.Errorf("got %v, want %v", c.got, c.want)
-		}
-	}
-	if _, err := parseMetrics(strings.NewReader("novalue\n")); err == nil {
-		t.Error("a line without a value parsed")
-	}
-}
-
 func TestCheckFlat(t *testing.T) {
 	b := Bound{Factor: 1.2, Slack: 10}
 	for _, c := range []struct {

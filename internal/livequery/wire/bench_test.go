@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
@@ -14,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"kubegate/internal/bench"
 	"kubegate/internal/informer"
 	"kubegate/internal/livequery"
 	"kubegate/internal/livequery/feed"
@@ -27,7 +28,7 @@ import (
 // objects of realistic size, parameters resolved as a subscribe gives
 // them, and the rows of every insert, move and update encoded
 // (Printer.Encoded). They leave out the WebSocket frame around the rows
-// and the socket. docs/benchmarks.md ("Live windows") records them.
+// and the socket. docs/benchmarks-history.md ("Live windows") records them.
 
 const benchLimit = 50
 
@@ -37,12 +38,32 @@ var podsInfo = informer.NewResourceInfo(corev1.SchemeGroupVersion.WithResource("
 // younger.
 var benchCreated = time.Date(2026, 11, 1, 8, 0, 0, 0, time.UTC)
 
-// benchPod returns pod j as the informer caches it: the load tool's web
-// pod (bench.NewPod: three containers, probes, volumes; 7-8 KB of JSON
-// without managedFields), in 100 namespaces, running on one of 200 nodes
-// with 0-6 restarts.
+// webPod is the load tool's web pod (testdata/web-pod.json, from
+// kubegate-bench's workload: three containers, probes, volumes; 7-8 KB of
+// JSON without managedFields), read once.
+var webPod = sync.OnceValues(func() (*corev1.Pod, error) {
+	b, err := os.ReadFile(filepath.Join("testdata", "web-pod.json"))
+	if err != nil {
+		return nil, err
+	}
+	var p corev1.Pod
+	return &p, json.Unmarshal(b, &p)
+})
+
+// benchPod returns pod j as the informer caches it: the web pod named
+// web-<j> in one of 100 namespaces, with the labels the load tool gives
+// it, running on one of 200 nodes with 0-6 restarts.
 func benchPod(j int) *informer.Object {
-	p := bench.NewPod(bench.PodAt(j, 100), j)
+	tmpl, err := webPod()
+	if err != nil {
+		panic(err)
+	}
+	p := tmpl.DeepCopy()
+	p.Name, p.Namespace = fmt.Sprintf("web-%05d", j), fmt.Sprintf("bench-%03d", j%100)
+	p.Labels["bench.kubegate.io/shard"] = fmt.Sprintf("shard-%d", j%10)
+	p.Labels["app.kubernetes.io/instance"] = fmt.Sprintf("web-%d", j%50)
+	p.Labels["pod-template-hash"] = fmt.Sprintf("%08x", j*2654435761%(1<<32))
+	p.Annotations["checksum/config"] = fmt.Sprintf("%064x", j)
 	p.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
 	p.UID = types.UID(fmt.Sprintf("%08x-0000-4000-8000-%012x", j, j))
 	p.ResourceVersion = strconv.Itoa(j + 1)

@@ -1,0 +1,187 @@
+package scenario
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+)
+
+// Markers around the part of docs/benchmarks.md that WriteDoc generates.
+const (
+	DocBegin = "<!-- BEGIN kubegate-bench -report: generated from one run's JSON; do not edit by hand, run `make bench-report` -->"
+	DocEnd   = "<!-- END kubegate-bench -report -->"
+)
+
+// Stamp is one line saying where r's figures come from: commit, command,
+// machine and its load when the run started.
+func (r Report) Stamp() string {
+	m := r.Machine
+	var b strings.Builder
+	fmt.Fprintf(&b, "commit `%s`, `%s`", cmp.Or(r.Commit, "unknown"), cmp.Or(r.Command, "kubegate-bench"))
+	fmt.Fprintf(&b, "; %d CPUs", m.CPUs)
+	if m.CPUModel != "" {
+		fmt.Fprintf(&b, " (%s)", m.CPUModel)
+	}
+	if m.MemTotal != "" {
+		fmt.Fprintf(&b, ", %s RAM", m.MemTotal)
+	}
+	fmt.Fprintf(&b, ", %s", m.GoVersion)
+	if m.LoadAvg != "" {
+		fmt.Fprintf(&b, ", load average %s at start", m.LoadAvg)
+	}
+	fmt.Fprintf(&b, "; started %s", m.Started)
+	if r.Wall != "" {
+		fmt.Fprintf(&b, ", took %s", r.Wall)
+	}
+	return b.String()
+}
+
+// ShortStamp is Stamp in brief, for each table's heading: commit,
+// machine and its load at the start, command.
+func (r Report) ShortStamp() string {
+	m := r.Machine
+	host := fmt.Sprintf("%d CPUs", m.CPUs)
+	if m.LoadAvg != "" {
+		host += ", load " + strings.Fields(m.LoadAvg)[0]
+	}
+	return fmt.Sprintf("`%s`, %s, `%s`", cmp.Or(r.Commit, "unknown"), host, cmp.Or(r.Command, "kubegate-bench"))
+}
+
+// Markdown renders r as docs/benchmarks.md shows it: where it comes from,
+// the goals table (goal, figure, verdict) with the run's notes, then one
+// table per scenario with a row per metric and a column per arm.
+func (r Report) Markdown(w io.Writer) {
+	stamp := r.Stamp()
+	fmt.Fprintf(w, "All figures below: %s.\n\n", stamp)
+	wl := r.Workload
+	fmt.Fprintf(w, "Workload: %d Pods (%.0f B of JSON as the gateway caches one, %.0f B as kube-apiserver serves it) in %d namespaces, %d ConfigMaps.\n\n",
+		wl.Pods, wl.PodJSONBytes, wl.PodJSONBytesServed, len(wl.Namespaces), wl.ConfigMaps)
+
+	short := r.ShortStamp()
+	fmt.Fprintf(w, "### Goals · %s\n\n", short)
+	var notes []string
+	fmt.Fprintln(w, "| goal | figure | verdict |")
+	fmt.Fprintln(w, "|---|---|---|")
+	for _, g := range Goals(r.Figures) {
+		if g.Note {
+			notes = append(notes, g.Goal)
+			continue
+		}
+		fig := g.Figure
+		if after := strings.TrimLeft(g.After, "; "); after != "" {
+			fig = strings.TrimSpace(fig + " " + after)
+		}
+		verdict := g.Verdict
+		switch {
+		case g.Met():
+			verdict = "met"
+		case strings.HasPrefix(verdict, "MISSED"):
+			verdict = "**missed**" + strings.TrimPrefix(verdict, "MISSED")
+		}
+		fmt.Fprintf(w, "| %s | %s | %s |\n", cell(g.Goal), cell(fig), cell(verdict))
+	}
+	fmt.Fprintln(w)
+	for _, n := range notes {
+		fmt.Fprintf(w, "Note: %s.\n\n", n)
+	}
+
+	var order []string
+	byScenario := map[string][]Figure{}
+	for _, f := range r.Figures {
+		if _, ok := byScenario[f.Scenario]; !ok {
+			order = append(order, f.Scenario)
+		}
+		byScenario[f.Scenario] = append(byScenario[f.Scenario], f)
+	}
+	for _, s := range order {
+		fmt.Fprintf(w, "### %s · %s\n\n", s, short)
+		scenarioTable(w, byScenario[s])
+		fmt.Fprintln(w)
+	}
+}
+
+// scenarioTable prints one scenario's figures with a row per metric and
+// a column per arm: the gateway, then the references (kube-apiserver's
+// arms, the floor) with the ratio gateway / reference in brackets, then
+// others. A figure of the load tool's own cost for an arm ("bench
+// (<arm>)") goes in that arm's column.
+func scenarioTable(w io.Writer, figs []Figure) {
+	type key struct{ metric, unit string }
+	var rows []key
+	cells := map[key]map[string]float64{}
+	ownCost := map[key]bool{}
+	var arms []string
+	for _, f := range figs {
+		k := key{f.Metric, f.Unit}
+		if cells[k] == nil {
+			rows = append(rows, k)
+			cells[k] = map[string]float64{}
+		}
+		arm := f.Arm
+		if inner, ok := strings.CutPrefix(arm, ArmBench+" ("); ok {
+			arm, ownCost[k] = strings.TrimSuffix(inner, ")"), true
+		}
+		cells[k][arm] = f.Value
+		if !slices.Contains(arms, arm) {
+			arms = append(arms, arm)
+		}
+	}
+	rank := func(a string) int {
+		switch {
+		case a == ArmGateway:
+			return 0
+		case isAPIServer(a):
+			return 1
+		case a == ArmFloor:
+			return 2
+		default:
+			return 3
+		}
+	}
+	slices.SortStableFunc(arms, func(a, b string) int { return cmp.Compare(rank(a), rank(b)) })
+	fmt.Fprintf(w, "| metric | unit | %s |\n|---|---|%s\n", strings.Join(arms, " | "), strings.Repeat("---|", len(arms)))
+	for _, k := range rows {
+		c := cells[k]
+		gw, hasGW := c[ArmGateway]
+		var out []string
+		for _, a := range arms {
+			v, ok := c[a]
+			switch {
+			case !ok:
+				out = append(out, "")
+			case a != ArmGateway && isReference(a) && hasGW && !ownCost[k] && gw > 0 && v > 0:
+				out = append(out, fmt.Sprintf("%s (%.2f)", formatValue(v), gw/v))
+			default:
+				out = append(out, formatValue(v))
+			}
+		}
+		fmt.Fprintf(w, "| %s | %s | %s |\n", cell(k.metric), k.unit, strings.Join(out, " | "))
+	}
+}
+
+// cell escapes what would break a Markdown table cell.
+func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+// WriteDoc replaces the part of the Markdown file at path between
+// DocBegin and DocEnd with r rendered by Markdown.
+func WriteDoc(path string, r Report) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	i := bytes.Index(b, []byte(DocBegin))
+	j := bytes.Index(b, []byte(DocEnd))
+	if i < 0 || j < i {
+		return fmt.Errorf("%s: no %q ... %q section to generate", path, DocBegin, DocEnd)
+	}
+	var out bytes.Buffer
+	out.Write(b[:i+len(DocBegin)])
+	out.WriteString("\n\n")
+	r.Markdown(&out)
+	out.Write(b[j:])
+	return os.WriteFile(path, out.Bytes(), 0o644)
+}

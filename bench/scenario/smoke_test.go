@@ -1,0 +1,284 @@
+package scenario
+
+import (
+	"fmt"
+	"math"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	RunFloorIfAsked() // the broad scenario's floor runs from this binary
+	goleak.VerifyTestMain(m,
+		// klog's flush daemon, started by client-go.
+		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"))
+}
+
+// buildGateway builds cmd/gateway into a temporary directory.
+func buildGateway(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "gateway")
+	out, err := exec.Command("go", "build", "-o", bin, "kubegate/cmd/gateway").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// smokeSizes are tiny, so the whole run takes well under a minute.
+var smokeSizes = Sizes{
+	Idle: 10, Broad: 10, BroadRate: 40, Duration: 500 * time.Millisecond,
+	Selective: 8, SelectiveRate: 40, BurstSubscribers: 5, BurstUpdates: 40,
+	Slow: 100, SlowRate: 40, Reconnect: 10, Snapshots: 1, RESTReps: 2, ColdStartPods: 40,
+	Upstream: 20, UpstreamRate: 40, Relist: 4, RelistUpdates: 30, RelistRate: 20,
+	// The gateway checks resyncs once a second, so 1s is the shortest
+	// period that still makes rounds.
+	Abuse: 5, AbuseRate: 40, AbuseSubscriptions: 10, AbuseResync: time.Second,
+	WatchList: 5, WatchListReaders: 2,
+	// Pods are created from the workload's 40 up to 60 between the two.
+	// It does not wait for the gateway's collections (its live heap).
+	WindowPods: []int{40, 60}, Windows: 10, WindowRate: 40, WindowOpens: 3, WindowGCWait: time.Millisecond,
+	Drain: 30 * time.Second, Settle: 200 * time.Millisecond,
+}
+
+// TestSmoke runs every scenario at tiny sizes against a real control plane
+// and gateway, so the harness cannot rot: every figure must be present,
+// no subscriber may miss or see a duplicated or reordered event, and the
+// figures that cannot be zero must be positive.
+func TestSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane and the gateway binary")
+	}
+	var log strings.Builder
+	const pods = 40
+	// The opt-in windows scenario too, last: it creates Pods.
+	scenarios := append(slices.Clone(DefaultScenarios), OptInScenarios...)
+	r, err := Run(t.Context(), Options{GatewayBinary: buildGateway(t), Scenarios: scenarios, Pods: pods, Namespaces: 4, Sizes: smokeSizes, Log: &log})
+	var table strings.Builder
+	Table(&table, r.Figures)
+	t.Logf("\n%s\n%s", log.String(), table.String())
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if r.Workload.PodJSONBytes < 6000 || r.Workload.PodJSONBytes > 9000 {
+		t.Errorf("pod JSON is %.0f B, want about 7 KB", r.Workload.PodJSONBytes)
+	}
+
+	got := map[string]Figure{}
+	for _, f := range r.Figures {
+		k := f.Scenario + "|" + f.Arm + "|" + f.Metric
+		if _, dup := got[k]; dup {
+			t.Errorf("figure %s reported twice", k)
+		}
+		got[k] = f
+		if math.IsNaN(f.Value) || math.IsInf(f.Value, 0) {
+			t.Errorf("%s = %v", k, f.Value)
+		}
+	}
+	want := func(scenario, arm, metric string) Figure {
+		t.Helper()
+		f, ok := got[scenario+"|"+arm+"|"+metric]
+		if !ok {
+			t.Errorf("figure %s|%s|%s missing", scenario, arm, metric)
+		}
+		return f
+	}
+	positive := func(scenario, arm, metric string) {
+		t.Helper()
+		if f := want(scenario, arm, metric); !(f.Value > 0) {
+			t.Errorf("%s|%s|%s = %v, want > 0", scenario, arm, metric, f.Value)
+		}
+	}
+	zero := func(scenario, arm, metric string) {
+		t.Helper()
+		if f := want(scenario, arm, metric); f.Value != 0 {
+			t.Errorf("%s|%s|%s = %v, want 0", scenario, arm, metric, f.Value)
+		}
+	}
+	watchArms := []string{ArmGateway, ArmJSON, ArmProto}
+	for _, arm := range watchArms {
+		want("idle", arm, fmt.Sprintf("RSS per idle subscriber (N=%d)", smokeSizes.Idle))
+		want("idle", arm, fmt.Sprintf("Go heap+stacks per idle subscriber (N=%d)", smokeSizes.Idle))
+		for _, m := range []string{"median", "max"} {
+			positive("snapshot", arm, fmt.Sprintf("time to snapshot of %d pods (%s)", pods, m))
+		}
+		positive("snapshot", arm, "server CPU/snapshot")
+		positive("snapshot", ArmBench+" ("+arm+")", "client CPU/snapshot")
+		for _, s := range []string{"broad", "selective", "burst"} {
+			for _, m := range []string{"latency p50", "latency p99", "latency p99.9", "CPU per 1000 deliveries"} {
+				want(s, arm, m)
+			}
+			for _, m := range []string{"latency from send p50", "latency from send p99", "deliveries/s", "peak RSS"} {
+				positive(s, arm, m)
+			}
+			zero(s, arm, "duplicated")
+			zero(s, arm, "out of order")
+			// kube-apiserver closes a watch that falls behind (on a loaded
+			// machine, ours can); the gateway never does, and nothing may be
+			// missed on a stream that stayed open.
+			if arm == ArmGateway || want(s, arm, "subscribers cut off").Value == 0 {
+				zero(s, arm, "missed")
+				zero(s, arm, "subscribers cut off")
+			}
+			want(s, ArmBench+" ("+arm+")", "bench CPU")
+		}
+	}
+	// The floor: the same checks as an arm, and it costs CPU.
+	for _, m := range []string{"latency p50", "latency p99", "latency p99.9"} {
+		want("broad", ArmFloor, m)
+	}
+	for _, m := range []string{"latency from send p50", "latency from send p99", "deliveries/s", "peak RSS", "CPU per 1000 deliveries"} {
+		positive("broad", ArmFloor, m)
+	}
+	for _, m := range []string{"missed", "duplicated", "out of order", "subscribers cut off"} {
+		zero("broad", ArmFloor, m)
+	}
+	positive("snapshot", ArmJSON+" watchlist", fmt.Sprintf("time to snapshot of %d pods (median)", pods))
+	for i := range smokeSizes.Snapshots {
+		positive("snapshot", ArmGateway, fmt.Sprintf("time to snapshot of %d pods (run %d)", pods, i+1))
+	}
+	for _, s := range []string{"broad", "selective", "burst"} {
+		positive(s, ArmGateway, "CPU per 1000 deliveries")
+	}
+	for _, arm := range []string{ArmGateway, ArmJSON} {
+		for _, sfx := range []string{" (no slow)", " (1 never read)"} {
+			positive("slow", arm, "latency from send p99"+sfx)
+			zero("slow", arm, "duplicated"+sfx)
+			if arm == ArmGateway || want("slow", arm, "subscribers cut off"+sfx).Value == 0 {
+				zero("slow", arm, "missed"+sfx)
+			}
+		}
+		if f := want("reconnect", arm, "resumed without snapshot"); f.Value != float64(smokeSizes.Reconnect) {
+			t.Errorf("reconnect|%s: %v resumed without a snapshot, want all %d", arm, f.Value, smokeSizes.Reconnect)
+		}
+		positive("reconnect", arm, "time until all caught up")
+		zero("reconnect", arm, "missed")
+		zero("reconnect", arm, "duplicated")
+	}
+	for _, sfx := range []string{abuseBefore, abuseWith, abuseAfter} {
+		for _, m := range []string{"latency p50", "latency p99", "latency p99.9", "CPU per 1000 deliveries"} {
+			want("abuse", ArmGateway, m+sfx)
+		}
+		positive("abuse", ArmGateway, "latency from send p99"+sfx)
+		positive("abuse", ArmGateway, "CPU used"+sfx)
+		for _, m := range []string{"missed", "duplicated", "out of order", "subscribers cut off"} {
+			zero("abuse", ArmGateway, m+sfx)
+		}
+		want("abuse", ArmBench+" ("+ArmGateway+")", "bench CPU"+sfx)
+	}
+	for _, m := range []string{"resynced objects/s (steady)", "resynced objects/s (overall)", "resyncs started", "live events/s"} {
+		positive("abuse", ArmGateway, "abusive client: "+m)
+	}
+	positive("abuse", ArmGateway, "resyncs delivered (gateway's counter)")
+	want("abuse", ArmGateway, "resyncs deferred (gateway's counter)")
+	positive("abuse", ArmBench, "resync budget checked")
+	for _, arm := range []string{ArmGateway, ArmJSON} {
+		stalled := fmt.Sprintf("(N=%d stalled)", smokeSizes.WatchList)
+		full := fmt.Sprintf("(N=%d at full speed)", smokeSizes.WatchListReaders)
+		// Memory can shrink over a phase (a collection); allocations and
+		// time cannot.
+		want("watchlist", arm, "Go heap+stacks per client "+stalled)
+		want("watchlist", arm, "RSS per client "+stalled)
+		want("watchlist", arm, "kernel socket buffers per client "+stalled)
+		positive("watchlist", arm, "allocated per client "+stalled)
+		want("watchlist", arm, "Go heap+stacks peak per client "+full)
+		want("watchlist", arm, "RSS peak per client "+full)
+		positive("watchlist", arm, "allocated per client "+full)
+		positive("watchlist", arm, "time until every snapshot is in "+full)
+		positive("watchlist", arm, "server CPU per watch-list "+full)
+		want("watchlist", ArmBench+" ("+arm+")", "client CPU per watch-list "+full)
+		if arm == ArmGateway {
+			if f := want("watchlist", arm, "watches open "+stalled); f.Value != float64(smokeSizes.WatchList) {
+				t.Errorf("watchlist: %v watches open while stalled, want %d", f.Value, smokeSizes.WatchList)
+			}
+		}
+	}
+	zero("reconnect", ArmGateway, "apiserver requests during storm")
+	positive("reconnect", ArmJSON, "apiserver requests during storm")
+	rest := 0
+	for _, f := range r.Figures {
+		if f.Scenario == ScenarioREST {
+			rest++
+			// CPU of etcd (none for rv=0) and of the client can round to 0.
+			if strings.Contains(f.Metric, "CPU") && f.Arm != ArmGateway {
+				continue
+			}
+			if !(f.Value > 0) {
+				t.Errorf("%s|%s|%s = %v, want > 0", f.Scenario, f.Arm, f.Metric, f.Value)
+			}
+		}
+	}
+	if rest == 0 {
+		t.Error("no figures from the rest scenario")
+	}
+	for _, m := range []string{"time to ready", "peak RSS", "steady RSS", "heap in use (no GC) / JSON size"} {
+		positive("coldstart", ArmGateway, fmt.Sprintf("%s (%d pods)", m, pods))
+	}
+	positive("coldstart", ArmJSON, fmt.Sprintf("time to ready (%d pods)", pods))
+	positive("coldstart", ArmJSON, fmt.Sprintf("LIST size (%d pods)", pods))
+	positive("coldstart", ArmGateway, fmt.Sprintf("gateway CPU to ready (%d pods)", pods))
+	for _, arm := range []string{ArmGateway, ArmJSON} {
+		want("coldstart", arm, fmt.Sprintf("apiserver CPU to ready (%d pods)", pods))
+	}
+	// CPU less an idle baseline: a few updates may not rise above the
+	// noise, so only its presence is checked.
+	for _, arm := range []string{ArmGateway, ArmAPIServer} {
+		want("upstream", arm, "CPU per update, no subscriber")
+		want("upstream", arm, "idle CPU")
+	}
+	positive("upstream", ArmBench, "updates")
+	for _, arm := range watchArms {
+		for _, m := range []string{"missed", "final state not reached", "duplicated", "out of order"} {
+			zero("relist", arm, m)
+		}
+		want("relist", arm, "reconnects")
+	}
+	positive("relist", ArmBench, "writes")
+	positive("relist", ArmBench, "kube-apiserver outage")
+	// The restart must have made the gateway's upstream relist: that is
+	// what the scenario is for.
+	positive("relist", ArmGateway, "upstream relists")
+
+	for _, n := range smokeSizes.WindowPods {
+		sfx := fmt.Sprintf(" (%d pods)", n)
+		w := func(arm, metric string) Figure { t.Helper(); return want(ScenarioWindows, arm, metric+sfx) }
+		pos := func(arm, metric string) { t.Helper(); positive(ScenarioWindows, arm, metric+sfx) }
+		for _, m := range []string{"first window, new table", "gateway CPU per first window, new table", "gateway CPU per first window, new sort order",
+			"window updates received", "window update latency from send p99"} {
+			pos(ArmGateway, m)
+		}
+		for _, m := range []string{"first window, new sort order", "first window, rows shown before"} {
+			pos(ArmGateway, m+" (median)")
+			pos(ArmGateway, m+" (max)")
+		}
+		for _, arm := range []string{ArmGateway, ArmAPIServer + " limit=50", ArmJSON + " full list", ArmProto + " full list"} {
+			pos(arm, "first 50 rows (median)")
+			pos(arm, "first 50 rows (max)")
+			pos(arm, "server CPU per first 50 rows")
+		}
+		// CPU less an idle baseline and memory growth can be noise at
+		// these sizes: only their presence is checked.
+		for _, m := range []string{"CPU per update, 1 window", fmt.Sprintf("CPU per update, %d windows", smokeSizes.Windows),
+			fmt.Sprintf("idle CPU, %d windows", smokeSizes.Windows), "window update latency p50", "window update latency p99"} {
+			w(ArmGateway, m)
+		}
+		w(ArmGateway, fmt.Sprintf("RSS per window (N=%d)", smokeSizes.Windows))
+		w(ArmGateway, fmt.Sprintf("RSS per socket (N=%d)", smokeSizes.Windows))
+		// Allocations cannot shrink.
+		pos(ArmGateway, fmt.Sprintf("allocated per window (N=%d)", smokeSizes.Windows))
+		pos(ArmGateway, fmt.Sprintf("allocated per socket (N=%d)", smokeSizes.Windows))
+		w(ArmBench, "bench CPU, update phase")
+		if f := w(ArmGateway, "window updates missed"); f.Value != 0 {
+			t.Errorf("windows: %v window updates missed at %d pods", f.Value, n)
+		}
+		if f := w(ArmGateway, "window resets"); f.Value != 0 {
+			t.Errorf("windows: %v window resets at %d pods", f.Value, n)
+		}
+	}
+}

@@ -1,7 +1,0 @@
-//go:build race
-
-package bench
-
-// raceEnabled reports whether this executable has the race detector, which
-// the floor it starts (floor.go) then has too.
-const raceEnabled = true
