@@ -103,9 +103,13 @@ func TestWriteConfig(t *testing.T) {
 		t.Errorf("read back %+v", back)
 	}
 
-	c.Auth.UserQPS = 0 // "no limit", but the file omits it and the default (50) would apply
+	c.Auth.UserQPS = 0 // no limit: written out, so it reads back
+	if err := WriteConfig(filepath.Join(dir, "nolimit.yaml"), c); err != nil {
+		t.Errorf("WriteConfig with userQPS 0: %v", err)
+	}
+	c.Cache.HistoryEvents = 0 // left out of the file, so the default (10000) would apply
 	if err := WriteConfig(filepath.Join(dir, "zero.yaml"), c); err == nil || !strings.Contains(err.Error(), "does not read back") {
-		t.Errorf("WriteConfig with userQPS 0: %v, want an error", err)
+		t.Errorf("WriteConfig with historyEvents 0: %v, want an error", err)
 	}
 }
 

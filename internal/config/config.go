@@ -89,17 +89,17 @@ type Auth struct {
 	// (TokenReview). Default: the apiserver's.
 	Audiences []string `json:"audiences,omitempty"`
 	// TokenSuccessTTL caches a valid token. Default 10s.
-	TokenSuccessTTL Duration `json:"tokenSuccessTTL,omitempty"`
+	TokenSuccessTTL Duration `json:"tokenSuccessTTL"`
 	// TokenFailureTTL caches a rejected token. Default 3s.
-	TokenFailureTTL Duration `json:"tokenFailureTTL,omitempty"`
+	TokenFailureTTL Duration `json:"tokenFailureTTL"`
 	// AllowTTL caches an allowed SubjectAccessReview. Default 5s.
-	AllowTTL Duration `json:"allowTTL,omitempty"`
+	AllowTTL Duration `json:"allowTTL"`
 	// DenyTTL caches a denied SubjectAccessReview. Default 2s.
-	DenyTTL Duration `json:"denyTTL,omitempty"`
+	DenyTTL Duration `json:"denyTTL"`
 	// NamespaceScanTTL is how often all namespaces are reviewed again for
 	// a user whose cluster-wide request is narrowed; namespaces granted
 	// since show up within it. Default 30s.
-	NamespaceScanTTL Duration `json:"namespaceScanTTL,omitempty"`
+	NamespaceScanTTL Duration `json:"namespaceScanTTL"`
 	// RecheckInterval is how often live streams are re-authorized.
 	// Default 5s.
 	RecheckInterval Duration `json:"recheckInterval,omitempty"`
@@ -110,12 +110,12 @@ type Auth struct {
 	RecheckGrace Duration `json:"recheckGrace,omitempty"`
 	// UserQPS is each user's sustained request rate; 0 disables it.
 	// Default 50.
-	UserQPS float64 `json:"userQPS,omitempty"`
+	UserQPS float64 `json:"userQPS"`
 	// UserBurst is each user's request burst. Default 200.
 	UserBurst int `json:"userBurst,omitempty"`
 	// UserMaxInflight bounds each user's open requests, watches and
 	// WebSockets included; 0 disables it. Default 500.
-	UserMaxInflight int `json:"userMaxInflight,omitempty"`
+	UserMaxInflight int `json:"userMaxInflight"`
 }
 
 // APIServer configures the gateway's own client of kube-apiserver.

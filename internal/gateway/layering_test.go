@@ -64,7 +64,7 @@ var layers = map[string]struct {
 
 // benchTree are the load tools: they measure the product from outside and
 // may import what they measure; no product package imports them.
-var benchTree = []string{"internal/bench", "internal/soak", "cmd/kubegate-bench", "bench"}
+var benchTree = []string{"bench", "cmd/kubegate-bench", "internal/soak"}
 
 func inBenchTree(pkg string) bool {
 	return slices.ContainsFunc(benchTree, func(p string) bool { return pkg == p || strings.HasPrefix(pkg, p+"/") })

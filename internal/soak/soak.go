@@ -32,6 +32,7 @@ import (
 	"kubegate/bench/harness"
 	"kubegate/internal/config"
 	"kubegate/internal/controlplane"
+	"kubegate/internal/webhook"
 )
 
 // Options configures Run. Zero fields get the defaults in their comments.
@@ -418,16 +419,17 @@ func gatewayConfig(dir, kubeconfig string, secret []byte, hookURL string) (confi
 	a.Metrics = "none"
 	a.RecheckInterval, a.RecheckGrace = sec(time.Second), sec(2*time.Second)
 	a.AllowTTL, a.DenyTTL, a.NamespaceScanTTL = sec(time.Second), sec(time.Second), sec(3*time.Second)
-	c.Webhooks = []config.Webhook{{
+	c.Webhooks = []webhook.Spec{{
 		Name:           "soak",
 		URL:            hookURL,
-		Resources:      []config.WebhookResource{{Resource: "configmaps", LabelSelector: managedBy}},
+		Resources:      []webhook.Resource{{Resource: "configmaps", LabelSelector: managedBy}},
 		EventTypes:     []string{"added", "modified", "deleted"},
 		SecretFile:     secretFile,
 		Format:         "watch",
-		Timeout:        sec(5 * time.Second),
+		Timeout:        metav1.Duration{Duration: 5 * time.Second},
 		AllowAddresses: []string{"127.0.0.0/8"},
-		Retry:          config.WebhookRetry{MaxAttempts: 100000, MaxAge: sec(time.Hour), InitialBackoff: sec(200 * time.Millisecond), MaxBackoff: sec(2 * time.Second)},
+		Retry: webhook.Retry{MaxAttempts: 100000, MaxAge: metav1.Duration{Duration: time.Hour},
+			InitialBackoff: metav1.Duration{Duration: 200 * time.Millisecond}, MaxBackoff: metav1.Duration{Duration: 2 * time.Second}},
 	}}
 	return c, nil
 }
