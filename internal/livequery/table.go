@@ -401,7 +401,7 @@ type index struct {
 func compareEntries(spec SortSpec) func(a, b *entry) int {
 	missingFirst := spec.Desc != spec.Reversed
 	return func(a, b *entry) int {
-		if am, bm := a.val.kind == KindMissing, b.val.kind == KindMissing; am != bm {
+		if am, bm := a.val.Kind() == KindMissing, b.val.Kind() == KindMissing; am != bm {
 			if am == missingFirst {
 				return -1
 			}

@@ -1,147 +1,27 @@
 package livequery
 
-import (
-	"cmp"
-	"regexp"
-	"strconv"
-	"strings"
-	"time"
+import "kubegate/internal/cell"
 
-	"k8s.io/apimachinery/pkg/api/resource"
-)
+// Value is one typed cell or sort key of a row (package cell).
+type Value = cell.Value
 
-// Kind is the type of a Value. Values of different kinds order by kind:
-// numbers, then times, then strings, then missing values.
-type Kind uint8
+// Kind is the type of a Value.
+type Kind = cell.Kind
 
+// The kinds of values, in their sort order; missing values go last.
 const (
-	// KindMissing is the zero Value: the object has no value for the key.
-	// It sorts after every other value (so last ascending, first
-	// descending).
-	KindMissing Kind = iota
-	// KindNumber is an integer or a resource.Quantity; the two compare
-	// numerically with each other.
-	KindNumber
-	// KindTime is a timestamp, compared to the nanosecond.
-	KindTime
-	// KindString is compared byte by byte, as the apiserver orders keys.
-	KindString
+	KindMissing = cell.KindMissing
+	KindNumber  = cell.KindNumber
+	KindTime    = cell.KindTime
+	KindString  = cell.KindString
 )
 
-// kindOrder places the kinds in their sort order: missing goes last.
-var kindOrder = [...]int{KindMissing: 3, KindNumber: 0, KindTime: 1, KindString: 2}
-
-// Value is one typed cell or sort key of a row. The zero Value is
-// missing. Values are small and immutable; copy them freely.
-type Value struct {
-	kind Kind
-	i    int64              // an integer, or a time as Unix nanoseconds
-	q    *resource.Quantity // a quantity; nil for an integer
-	s    string             // a string; a number's text when read from text (Parse)
-}
-
-// String returns a string value.
-func String(s string) Value { return Value{kind: KindString, s: s} }
-
-// Int returns an integer value.
-func Int(i int64) Value { return Value{kind: KindNumber, i: i} }
-
-// Quantity returns a quantity value ("500m", "2Gi"). It compares
-// numerically with other quantities and integers.
-func Quantity(q resource.Quantity) Value {
-	q = q.DeepCopy()
-	return Value{kind: KindNumber, q: &q}
-}
-
-// numberText matches the text Parse reads as a number: an integer or a
-// decimal of at most 40 digits, with a decimal exponent of at most 3
-// digits or a quantity's suffix ("3", "-1.5", "1e3", "500m", "2Gi"). The
-// bound keeps comparisons cheap: "1e999999" parses in microseconds, but
-// every comparison with it builds a number of that many digits, under a
-// table's lock. Cursor tokens accept the same (wire).
-var numberText = regexp.MustCompile(`^-?[0-9]{1,40}(\.[0-9]{1,40})?([eE][+-]?[0-9]{1,3}|[numkMGTPE]|[KMGTPE]i)?$`)
-
-// Parse returns the value of a cell shown as text s: a number when s is
-// an integer or a quantity ("500m", "2Gi", "1.5"), which compares
-// numerically and whose String is s as written (what a text filter
-// searches, and the cell shows), and the string s otherwise.
-func Parse(s string) Value {
-	if !numberText.MatchString(s) {
-		return String(s)
-	}
-	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return Value{kind: KindNumber, i: i, s: s}
-	}
-	q, err := resource.ParseQuantity(s)
-	if err != nil {
-		return String(s)
-	}
-	return Value{kind: KindNumber, q: &q, s: s}
-}
-
-// Time returns a time value; the zero time is missing, as an unset
-// metav1.Time is.
-func Time(t time.Time) Value {
-	if t.IsZero() {
-		return Value{}
-	}
-	return Value{kind: KindTime, i: t.UnixNano()}
-}
-
-// UnixNano returns a time value as Unix nanoseconds, and 0 for a value
-// of another kind.
-func (v Value) UnixNano() int64 {
-	if v.kind != KindTime {
-		return 0
-	}
-	return v.i
-}
-
-// Kind returns v's kind.
-func (v Value) Kind() Kind { return v.kind }
-
-// String returns v as text: what a text filter searches. A number read
-// from text (Parse) is that text; a time is RFC 3339 in UTC; a missing
-// value is "".
-func (v Value) String() string {
-	switch v.kind {
-	case KindString:
-		return v.s
-	case KindNumber:
-		if v.s != "" {
-			return v.s
-		}
-		if v.q != nil {
-			return v.q.String()
-		}
-		return strconv.FormatInt(v.i, 10)
-	case KindTime:
-		return time.Unix(0, v.i).UTC().Format(time.RFC3339)
-	}
-	return ""
-}
-
-// Compare orders a before b (-1), with b (0) or after it (+1). Missing
-// values come after all others; values of different kinds order by kind.
-func Compare(a, b Value) int {
-	if a.kind != b.kind {
-		return cmp.Compare(kindOrder[a.kind], kindOrder[b.kind])
-	}
-	switch a.kind {
-	case KindString:
-		return strings.Compare(a.s, b.s)
-	case KindTime:
-		return cmp.Compare(a.i, b.i)
-	case KindNumber:
-		switch {
-		case a.q == nil && b.q == nil:
-			return cmp.Compare(a.i, b.i)
-		case a.q == nil:
-			return -b.q.CmpInt64(a.i)
-		case b.q == nil:
-			return a.q.CmpInt64(b.i)
-		}
-		return a.q.Cmp(*b.q)
-	}
-	return 0
-}
+// The value constructors and order of package cell.
+var (
+	String   = cell.String
+	Int      = cell.Int
+	Quantity = cell.Quantity
+	Time     = cell.Time
+	Parse    = cell.Parse
+	Compare  = cell.Compare
+)

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"kubegate/internal/informer"
-	"kubegate/internal/livequery"
+	"kubegate/internal/cell"
 )
 
 // Table columns of common built-in resources, as kube-apiserver prints
@@ -255,7 +255,7 @@ func podCells(pod *corev1.Pod) ([]Cell, []metav1.TableRowCondition) {
 	restartsCell := count(strconv.Itoa(restarts), int64(restarts))
 	if restarts != 0 && !lastRestart.IsZero() {
 		restartsCell = Cell{Prefix: strconv.Itoa(restarts) + " (", Since: lastRestart.Time, Suffix: " ago)", relative: true,
-			Typed: livequery.Int(int64(restarts))}
+			Typed: cell.Int(int64(restarts))}
 	}
 	ip := "<none>"
 	if len(pod.Status.PodIPs) > 0 && pod.Status.PodIPs[0].IP != "" {
@@ -618,10 +618,10 @@ func jobCells(j *batchv1.Job) ([]Cell, []metav1.TableRowCondition) {
 	case j.Status.StartTime == nil:
 		took = Cell{Value: ""}
 	case j.Status.CompletionTime == nil:
-		took = Cell{Since: j.Status.StartTime.Time, relative: true, Typed: livequery.Time(j.Status.StartTime.Time)}
+		took = Cell{Since: j.Status.StartTime.Time, relative: true, Typed: cell.Time(j.Status.StartTime.Time)}
 	default:
 		d := j.Status.CompletionTime.Sub(j.Status.StartTime.Time)
-		took = Cell{Value: duration.HumanDuration(d), Typed: livequery.Int(int64(d / time.Second))}
+		took = Cell{Value: duration.HumanDuration(d), Typed: cell.Int(int64(d / time.Second))}
 	}
 	has := func(t batchv1.JobConditionType) bool {
 		for _, c := range j.Status.Conditions {

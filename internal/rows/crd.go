@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/util/jsonpath"
 
 	"kubegate/internal/informer"
-	"kubegate/internal/livequery"
+	"kubegate/internal/cell"
 )
 
 // PrinterColumn is one of a CRD version's additionalPrinterColumns.
@@ -97,7 +97,7 @@ func columnValue(jp *jsonpath.JSONPath, c PrinterColumn, content map[string]any)
 	if c.Type == "date" {
 		if s, ok := v.(string); ok {
 			if ts, err := time.Parse(time.RFC3339, s); err == nil {
-				return Cell{Since: ts, relative: true, Typed: livequery.Time(ts)}
+				return Cell{Since: ts, relative: true, Typed: cell.Time(ts)}
 			}
 		}
 	}
@@ -105,30 +105,30 @@ func columnValue(jp *jsonpath.JSONPath, c PrinterColumn, content map[string]any)
 	case nil:
 		return nothing()
 	case string:
-		return Cell{Value: v, Typed: livequery.Parse(v)}
+		return Cell{Value: v, Typed: cell.Parse(v)}
 	case bool:
-		return Cell{Value: v, Typed: livequery.String(strconv.FormatBool(v))}
+		return Cell{Value: v, Typed: cell.String(strconv.FormatBool(v))}
 	case float64:
 		return Cell{Value: v, Typed: number(v, c.Type == "integer")}
 	case int64:
-		return Cell{Value: v, Typed: livequery.Int(v)}
+		return Cell{Value: v, Typed: cell.Int(v)}
 	case int:
-		return Cell{Value: v, Typed: livequery.Int(int64(v))}
+		return Cell{Value: v, Typed: cell.Int(int64(v))}
 	}
 	return text(fmt.Sprint(v))
 }
 
 // number types a JSON number: an integer column's value as an integer
 // (truncated, as kube-apiserver shows it), another as a quantity.
-func number(f float64, integer bool) livequery.Value {
+func number(f float64, integer bool) cell.Value {
 	if integer {
-		return livequery.Int(int64(f))
+		return cell.Int(int64(f))
 	}
 	q, err := resource.ParseQuantity(strconv.FormatFloat(f, 'f', -1, 64))
 	if err != nil {
-		return livequery.String(strconv.FormatFloat(f, 'g', -1, 64))
+		return cell.String(strconv.FormatFloat(f, 'g', -1, 64))
 	}
-	return livequery.Quantity(q)
+	return cell.Quantity(q)
 }
 
 // crdOf returns the cached CustomResourceDefinition of a custom

@@ -15,6 +15,6 @@
 // since or a running duration is kept as the time it counts from (a
 // relative Cell), which REST renders against its clock and WebSocket
 // clients against theirs. So a row computed once stays true. Each cell
-// also has a typed value (livequery.Value) for sorting and searching:
+// also has a typed value (cell.Value) for sorting and searching:
 // counts as numbers, ages as times, the rest as text.
 package rows

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"kubegate/internal/informer"
-	"kubegate/internal/livequery"
+	"kubegate/internal/cell"
 )
 
 // Column is one column of a resource's rows: the Table column definition
@@ -43,7 +43,7 @@ type Cell struct {
 	Prefix, Suffix string
 	// Typed is the cell's value for sorting and searching: a number for
 	// counts, the time for ages and times since, the text for the rest.
-	Typed livequery.Value
+	Typed cell.Value
 
 	relative bool
 }
@@ -90,12 +90,12 @@ type relativeCell struct {
 
 // Cell constructors. Each sets Typed from the value.
 
-func text(s string) Cell { return Cell{Value: s, Typed: livequery.String(s)} }
+func text(s string) Cell { return Cell{Value: s, Typed: cell.String(s)} }
 
-func integer(i int64) Cell { return Cell{Value: i, Typed: livequery.Int(i)} }
+func integer(i int64) Cell { return Cell{Value: i, Typed: cell.Int(i)} }
 
 // count is a cell shown as text ("2/3") that sorts as the number n.
-func count(s string, n int64) Cell { return Cell{Value: s, Typed: livequery.Int(n)} }
+func count(s string, n int64) Cell { return Cell{Value: s, Typed: cell.Int(n)} }
 
 // nothing is an empty cell (JSON null).
 func nothing() Cell { return Cell{} }
@@ -106,7 +106,7 @@ func since(t time.Time) Cell {
 	if t.IsZero() {
 		return text("<unknown>")
 	}
-	return Cell{Since: t, relative: true, Typed: livequery.Time(t)}
+	return Cell{Since: t, relative: true, Typed: cell.Time(t)}
 }
 
 // Row is the row of one object version. Rows are shared: do not modify.

@@ -18,17 +18,17 @@ import (
 	"k8s.io/utils/ptr"
 
 	"kubegate/internal/informer"
-	"kubegate/internal/livequery"
+	"kubegate/internal/cell"
 )
 
 // typedString shows a typed value as kind:text.
-func typedString(v livequery.Value) string {
+func typedString(v cell.Value) string {
 	switch v.Kind() {
-	case livequery.KindNumber:
+	case cell.KindNumber:
 		return "number:" + v.String()
-	case livequery.KindTime:
+	case cell.KindTime:
 		return "time:" + v.String()
-	case livequery.KindString:
+	case cell.KindString:
 		return "string:" + v.String()
 	}
 	return "missing"
@@ -203,7 +203,7 @@ func TestCRDQuantityColumn(t *testing.T) {
 	info := &informer.ResourceInfo{GVR: schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gizmos"}}
 	for _, typ := range []string{"string", "number"} {
 		p := New(info, []PrinterColumn{{Name: "Size", Type: typ, JSONPath: ".spec.size"}})
-		var typed []livequery.Value
+		var typed []cell.Value
 		for i, size := range []string{`"100Mi"`, `"2Gi"`, `1.5`, `"3k"`, `"500m"`, `"1"`, `"big"`} {
 			raw := fmt.Sprintf(`{"metadata":{"name":"g%d"},"spec":{"size":%s}}`, i, size)
 			c := p.Row(&informer.Object{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("g%d", i)}, Raw: []byte(raw)}).Cells[1]
@@ -212,7 +212,7 @@ func TestCRDQuantityColumn(t *testing.T) {
 				t.Errorf("%s column: %s is searched as %q", typ, size, c.Typed.String())
 			}
 		}
-		slices.SortStableFunc(typed, livequery.Compare)
+		slices.SortStableFunc(typed, cell.Compare)
 		var got []string
 		for _, v := range typed {
 			got = append(got, typedString(v))

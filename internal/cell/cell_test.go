@@ -1,4 +1,4 @@
-package livequery
+package cell
 
 import (
 	"slices"
