@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/duration"
 
-	"kubegate/internal/informer"
 	"kubegate/internal/cell"
+	"kubegate/internal/informer"
 )
 
 // Table columns of common built-in resources, as kube-apiserver prints

@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/jsonpath"
 
-	"kubegate/internal/informer"
 	"kubegate/internal/cell"
+	"kubegate/internal/informer"
 )
 
 // PrinterColumn is one of a CRD version's additionalPrinterColumns.

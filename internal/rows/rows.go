@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 
-	"kubegate/internal/informer"
 	"kubegate/internal/cell"
+	"kubegate/internal/informer"
 )
 
 // Column is one column of a resource's rows: the Table column definition

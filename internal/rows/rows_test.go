@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/utils/ptr"
 
-	"kubegate/internal/informer"
 	"kubegate/internal/cell"
+	"kubegate/internal/informer"
 )
 
 // typedString shows a typed value as kind:text.
