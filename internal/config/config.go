@@ -9,6 +9,7 @@ import (
 	"kubegate/internal/webhook"
 	"kubegate/internal/ws"
 	"net"
+	"net/netip"
 	"os"
 	"path"
 	"strings"
@@ -27,6 +28,13 @@ type Config struct {
 	Listen string `json:"listen,omitempty"`
 	// TLS, when set, serves HTTPS on Listen instead of HTTP.
 	TLS TLS `json:"tls"`
+	// TrustedProxies are the CIDRs (or addresses) of the proxies in front
+	// of the gateway, an Ingress controller's say: a request whose peer
+	// is one of them is attributed to the client address it carries in
+	// X-Forwarded-For (or Forwarded), for the limits kept per client
+	// address (failed credentials, /login, anonymous callers' rates and
+	// sockets). Default none: the peer is the client.
+	TrustedProxies []string `json:"trustedProxies,omitempty"`
 	// ShutdownTimeout bounds graceful shutdown. Webhook drains and
 	// WebSocket close handshakes get half of it, at most 5s. Default 15s.
 	ShutdownTimeout Duration  `json:"shutdownTimeout,omitempty"`
@@ -116,6 +124,23 @@ type Auth struct {
 	// UserMaxInflight bounds each user's open requests, watches and
 	// WebSockets included; 0 disables it. Default 500.
 	UserMaxInflight int `json:"userMaxInflight,omitempty"`
+	// FailedAuthQPS is the sustained rate, per client address, of
+	// requests and logins whose credentials fail (missing, malformed or
+	// rejected); beyond it and FailedAuthBurst such an address is
+	// answered 429 before any review, except for tokens known to be
+	// valid. Defaults 5 and 50.
+	FailedAuthQPS   float64 `json:"failedAuthQPS,omitempty"`
+	FailedAuthBurst int     `json:"failedAuthBurst,omitempty"`
+	// ReviewConcurrency bounds the TokenReviews and SubjectAccessReviews
+	// in flight; the others wait in fair queues, by user (by client
+	// address before authentication). Default 8.
+	ReviewConcurrency int `json:"reviewConcurrency,omitempty"`
+	// ReviewQueueLength bounds each of the 128 review queues; a review
+	// whose queue is full is refused at once with 429. Default 16.
+	ReviewQueueLength int `json:"reviewQueueLength,omitempty"`
+	// ReviewMaxWait bounds a review's wait in its queue before it is
+	// refused with 429. Default 5s.
+	ReviewMaxWait Duration `json:"reviewMaxWait,omitempty"`
 }
 
 // APIServer configures the gateway's own client of kube-apiserver.
@@ -216,6 +241,8 @@ func Default() Config {
 			RecheckInterval:  Duration(5 * time.Second),
 			RecheckGrace:     Duration(60 * time.Second),
 			UserQPS:          50, UserBurst: 200, UserMaxInflight: 500,
+			FailedAuthQPS: 5, FailedAuthBurst: 50,
+			ReviewConcurrency: 8, ReviewQueueLength: 16, ReviewMaxWait: Duration(5 * time.Second),
 		},
 	}
 }
@@ -299,6 +326,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("--tls-cert-file and --tls-private-key-file (tls.certFile, tls.privateKeyFile) go together"))
 	}
 	errs = append(errs, c.Auth.validate(c.Listen)...)
+	errs = append(errs, c.validateHosts()...)
 	if err := webhook.Validate(c.Webhooks); err != nil {
 		errs = append(errs, err)
 	}
@@ -375,7 +403,37 @@ func (a *Auth) validate(listen string) []error {
 	if a.UserQPS < 0 || a.UserBurst < 0 || a.UserMaxInflight < 0 {
 		errs = append(errs, errors.New("auth.userQPS, userBurst and userMaxInflight must not be negative"))
 	}
+	if a.FailedAuthQPS < 0 || a.FailedAuthBurst < 0 {
+		errs = append(errs, errors.New("auth.failedAuthQPS and failedAuthBurst must not be negative (0 means the default)"))
+	}
+	if a.ReviewConcurrency < 0 || a.ReviewQueueLength < 0 || a.ReviewMaxWait < 0 {
+		errs = append(errs, errors.New("auth.reviewConcurrency, reviewQueueLength and reviewMaxWait must not be negative (0 means the default)"))
+	}
 	return errs
+}
+
+// validateHosts checks trustedProxies.
+func (c *Config) validateHosts() []error {
+	var errs []error
+	for _, p := range c.TrustedProxies {
+		if _, err := netip.ParsePrefix(p); err != nil {
+			if _, err := netip.ParseAddr(p); err != nil {
+				errs = append(errs, fmt.Errorf("trustedProxies: %q is not a CIDR (10.0.0.0/8) or an address", p))
+			}
+		}
+	}
+	return errs
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for v := range strings.SplitSeq(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // IsLoopback reports whether the listen address only accepts local
@@ -403,12 +461,14 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 		shutdown   time.Duration
 		minResync  time.Duration
 		apiQPS     float64
+		proxies    string
 	)
 	fs.StringVar(&configPath, "config", "", "YAML configuration `file`; flags given on the command line override it")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig `file` (default: in-cluster config, then $KUBECONFIG, then ~/.kube/config)")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "HTTP listen `address`")
 	fs.StringVar(&c.TLS.CertFile, "tls-cert-file", "", "PEM serving certificate `file` (with intermediates); with --tls-private-key-file the gateway serves HTTPS and reloads the files when they change")
 	fs.StringVar(&c.TLS.PrivateKeyFile, "tls-private-key-file", "", "PEM private key `file` of --tls-cert-file")
+	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated `CIDRs` of proxies whose X-Forwarded-For (or Forwarded) names the client address")
 	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "log `level`: debug, info, warn or error")
 	fs.StringVar(&c.Log.Format, "log-format", c.Log.Format, "log `format`: console or json")
 	fs.Float64Var(&apiQPS, "kube-api-qps", float64(c.APIServer.QPS), "requests per second the gateway sends to kube-apiserver, reviews for users included (negative: no client-side limit)")
@@ -498,6 +558,9 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 		if set["user-max-inflight"] {
 			c.Auth.UserMaxInflight = flagged.Auth.UserMaxInflight
 		}
+	}
+	if set["trusted-proxies"] {
+		c.TrustedProxies = splitList(proxies)
 	}
 	if set["resources"] {
 		c.Cache.Resources = nil

@@ -99,6 +99,9 @@ func TestBadInput(t *testing.T) {
 		{"negative ws limit", nil, "websocket: {maxSockets: -1}\n", "websocket.maxSockets must not be negative"},
 		{"negative coalesce delay", nil, "websocket: {coalesceDelay: -1ms}\n", "websocket.coalesceDelay must not be negative"},
 		{"bad origin pattern", nil, "websocket: {allowedOrigins: ['[']}\n", `websocket.allowedOrigins: pattern "["`},
+		{"bad trusted proxy", []string{"--trusted-proxies", "10.0.0.0/8,ingress"}, "", `trustedProxies: "ingress" is not a CIDR`},
+		{"negative failed auth budget", nil, "auth: {failedAuthBurst: -1}\n", "auth.failedAuthQPS and failedAuthBurst must not be negative"},
+		{"negative review queue", nil, "auth: {reviewMaxWait: -1s}\n", "auth.reviewConcurrency, reviewQueueLength and reviewMaxWait must not be negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := tc.args
@@ -179,6 +182,32 @@ func TestAuthFlags(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, c.Auth); diff != "" {
 				t.Fatalf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestTrustedProxies: --trusted-proxies is a list, read from the file
+// and overridden by the flag.
+func TestTrustedProxies(t *testing.T) {
+	file := writeFile(t, "trustedProxies: [10.0.0.0/8]\n")
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		proxies []string
+	}{
+		{name: "default: none"},
+		{name: "file", args: []string{"--config", file}, proxies: []string{"10.0.0.0/8"}},
+		{name: "flag wins over file", args: []string{"--config", file, "--trusted-proxies", " 192.0.2.1, 2001:db8::/32 ,"},
+			proxies: []string{"192.0.2.1", "2001:db8::/32"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parse(t, tc.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !cmp.Equal(tc.proxies, c.TrustedProxies) {
+				t.Fatalf("trustedProxies %q, want %q", c.TrustedProxies, tc.proxies)
 			}
 		})
 	}

@@ -214,6 +214,7 @@ func New(cfg config.Config, opts Options) (*Gateway, error) {
 		Authorizer:      authn.authorizer,
 		Login:           authn.login,
 		RateLimiter:     authn.limiter,
+		TrustedProxies:  authn.proxies,
 		RecheckInterval: time.Duration(cfg.Auth.RecheckInterval),
 		RecheckGrace:    time.Duration(cfg.Auth.RecheckGrace),
 		WebSocket:       g.ws,

@@ -78,6 +78,10 @@ type Options struct {
 	// RateLimiter, when set, limits authenticated requests per user (429
 	// with Retry-After). Default: no limit.
 	RateLimiter *auth.RateLimiter
+	// TrustedProxies finds each request's client address (stored with
+	// auth.WithSource for the limits kept per address). Default: none
+	// trusted, the client address is the connection's peer.
+	TrustedProxies *auth.TrustedProxies
 	// RecheckInterval is how often a live watch stream is re-authorized;
 	// a revoked stream ends within it. Default: 5s.
 	RecheckInterval time.Duration
@@ -209,7 +213,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(middleware.Recoverer, s.metrics.instrument)
+	r.Use(middleware.Recoverer, s.metrics.instrument, s.clientAddress)
 	r.Get("/healthz", s.healthz)
 	r.Get("/livez", s.healthz)
 	r.Get("/readyz", s.readyz)
@@ -240,6 +244,14 @@ func (s *Server) routes() http.Handler {
 	return r
 }
 
+// clientAddress stores the request's client address (see
+// Options.TrustedProxies) in its context.
+func (s *Server) clientAddress(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(auth.WithSource(r.Context(), s.opts.TrustedProxies.ClientAddr(r))))
+	})
+}
+
 // authenticate stores the caller in the request context or answers 401.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -253,10 +265,18 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		if err != nil {
 			st := apistatus.FromError(err)
-			if st.Code != http.StatusUnauthorized {
+			switch st.Code {
+			case http.StatusUnauthorized:
+			case http.StatusTooManyRequests:
+				// Too many failed credentials from the client's address,
+				// or the review queues are full: 429 with Retry-After.
+				apistatus.Write(w, st)
+				return
+			default:
 				// The credentials could not be checked (apiserver down):
-				// never let the caller in, and say why in the log only.
-				s.log.Warn("authentication failed", zap.Error(err), zap.String("path", r.URL.Path))
+				// never let the caller in. The authenticator logs why, a
+				// line per interval rather than one per request.
+				s.log.Debug("authentication failed", zap.Error(err), zap.String("path", r.URL.Path))
 				st = apistatus.New(http.StatusUnauthorized, "Unauthorized", "Unauthorized")
 			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="kubegate"`)

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
+	"net/netip"
 	"path"
 	"strings"
 	"sync"
@@ -340,7 +340,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c.SetReadLimit(s.opts.MaxMessageBytes)
 
-	sock := newSocket(s, c, hj.conn, user, client)
+	sock := newSocket(r.Context(), s, c, hj.conn, user, client)
 	if code, reason := s.register(sock); code != 0 {
 		sock.cancel()
 		_ = c.Close(code, reason)
@@ -417,16 +417,20 @@ func (s *Server) unregister(sock *socket) {
 }
 
 // clientKey names the client that per-client socket limits apply to: the
-// user, or the remote IP for anonymous callers (who all share one name).
+// user, or the client address for anonymous callers (who all share one
+// name): the one the HTTP server found (auth.WithSource), which behind
+// trusted proxies is the address they forwarded for.
 func clientKey(u *auth.User, r *http.Request) string {
 	if u.Name != "" && u.Name != auth.AnonymousUser.Name {
 		return "user:" + u.Name
 	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
+	a, ok := auth.SourceFrom(r.Context())
+	if !ok {
+		if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+			a = ap.Addr().Unmap()
+		}
 	}
-	return "ip:" + host
+	return "ip:" + auth.SourceKey(a)
 }
 
 // offersSubprotocol reports whether the handshake offers kubegate.v1.

@@ -110,7 +110,7 @@ type socket struct {
 	more        bool // the current flush left notifications in a listener
 }
 
-func newSocket(srv *Server, c *websocket.Conn, nc *netConn, u *auth.User, client string) *socket {
+func newSocket(reqCtx context.Context, srv *Server, c *websocket.Conn, nc *netConn, u *auth.User, client string) *socket {
 	s := &socket{
 		srv:     srv,
 		opts:    &srv.opts,
@@ -123,9 +123,10 @@ func newSocket(srv *Server, c *websocket.Conn, nc *netConn, u *auth.User, client
 	}
 	// The socket's lifetime is its own: after the upgrade only the
 	// server's shutdown ends it from outside. Its context carries the
-	// user (as the request's did for the authorizer) but none of the
+	// user, client address and rate limit of the request (for the
+	// authorizer, its review queues and its charges) but none of the
 	// request's other values, which net/http and the router recycle.
-	s.ctx, s.cancel = context.WithCancel(auth.WithUser(context.Background(), u))
+	s.ctx, s.cancel = context.WithCancel(auth.WithUser(auth.Detached(reqCtx), u))
 	return s
 }
 
