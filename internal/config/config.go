@@ -192,9 +192,14 @@ type WebSocket struct {
 	// AllowedOrigins are host patterns browsers may connect from, in
 	// addition to the gateway's own host. Default none.
 	AllowedOrigins []string `json:"allowedOrigins,omitempty"`
-	// MaxSockets bounds open sockets. Default 10000.
+	// MaxSockets bounds open sockets. When they are all taken, a client
+	// holding fewer than the client holding the most still gets one:
+	// that client gives one up (its newest idle socket, else its newest,
+	// closed with 1013). Default 10000.
 	MaxSockets int `json:"maxSockets,omitempty"`
-	// MaxSocketsPerClient bounds sockets per client. Default 100.
+	// MaxSocketsPerClient bounds sockets per client (a user, or a client
+	// address for anonymous callers): each client's share of MaxSockets,
+	// which it cannot exceed. Default 100.
 	MaxSocketsPerClient int `json:"maxSocketsPerClient,omitempty"`
 	// MaxSubscriptionsPerSocket bounds subscriptions per socket. Default 100.
 	MaxSubscriptionsPerSocket int `json:"maxSubscriptionsPerSocket,omitempty"`
@@ -344,6 +349,9 @@ func (c *Config) Validate() error {
 		if f.v < 0 {
 			errs = append(errs, fmt.Errorf("websocket.%s must not be negative (0 means the default)", f.name))
 		}
+	}
+	if ws.MaxSockets > 0 && ws.MaxSocketsPerClient > ws.MaxSockets {
+		errs = append(errs, fmt.Errorf("websocket.maxSocketsPerClient (%d) is each client's share of websocket.maxSockets (%d): it cannot be larger", ws.MaxSocketsPerClient, ws.MaxSockets))
 	}
 	if ws.CoalesceDelay != nil && *ws.CoalesceDelay < 0 {
 		errs = append(errs, errors.New("websocket.coalesceDelay must not be negative (0 turns coalescing off)"))

@@ -100,6 +100,7 @@ func TestBadInput(t *testing.T) {
 		{"negative coalesce delay", nil, "websocket: {coalesceDelay: -1ms}\n", "websocket.coalesceDelay must not be negative"},
 		{"bad origin pattern", nil, "websocket: {allowedOrigins: ['[']}\n", `websocket.allowedOrigins: pattern "["`},
 		{"bad trusted proxy", []string{"--trusted-proxies", "10.0.0.0/8,ingress"}, "", `trustedProxies: "ingress" is not a CIDR`},
+		{"share above the cap", nil, "websocket: {maxSockets: 10, maxSocketsPerClient: 11}\n", "websocket.maxSocketsPerClient (11) is each client's share of websocket.maxSockets (10)"},
 		{"negative failed auth budget", nil, "auth: {failedAuthBurst: -1}\n", "auth.failedAuthQPS and failedAuthBurst must not be negative"},
 		{"negative review queue", nil, "auth: {reviewMaxWait: -1s}\n", "auth.reviewConcurrency, reviewQueueLength and reviewMaxWait must not be negative"},
 	} {

@@ -62,6 +62,12 @@ type socket struct {
 	// budget is the resync budget of the socket's client, shared by its
 	// sockets; set by Server.register.
 	budget *informer.ResyncBudget
+	// evicted is set, under the server's mu, when the socket is given up
+	// to make room for another client's (see Server.evictLocked).
+	evicted bool
+	// evictReason, once set, makes the writer close the socket with 1013
+	// and this reason.
+	evictReason atomic.Pointer[string]
 
 	// ctx ends when the socket ends for any reason; cancel is called by
 	// whoever first decides so (reader on a read error, writer, ping
@@ -128,6 +134,19 @@ func newSocket(reqCtx context.Context, srv *Server, c *websocket.Conn, nc *netCo
 	// request's other values, which net/http and the router recycle.
 	s.ctx, s.cancel = context.WithCancel(auth.WithUser(auth.Detached(reqCtx), u))
 	return s
+}
+
+// idle reports whether the socket has no subscription.
+func (s *socket) idle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.subs) == 0
+}
+
+// evict closes the socket with 1013 and reason, from its writer.
+func (s *socket) evict(reason string) {
+	s.evictReason.CompareAndSwap(nil, &reason)
+	s.signal()
 }
 
 // startWorker runs f in a goroutine counted in wg, unless the socket has
