@@ -28,6 +28,16 @@ type Config struct {
 	Listen string `json:"listen,omitempty"`
 	// TLS, when set, serves HTTPS on Listen instead of HTTP.
 	TLS TLS `json:"tls"`
+	// AllowedHosts are the host names requests may name in their Host
+	// header besides loopback names (localhost, *.localhost) and
+	// addresses, as host patterns matched with path.Match
+	// ("kubegate.example.com", "*.example.com"); a request naming any
+	// other host is refused with 403, a guard against DNS rebinding (as
+	// kubectl proxy's --accept-hosts). With authn kubernetes or
+	// token-file, a Host that is an IP address is accepted too: DNS
+	// rebinding needs a name. "*" accepts every host, except with authn
+	// none, where the check cannot be turned off. Default none.
+	AllowedHosts []string `json:"allowedHosts,omitempty"`
 	// TrustedProxies are the CIDRs (or addresses) of the proxies in front
 	// of the gateway, an Ingress controller's say: a request whose peer
 	// is one of them is attributed to the client address it carries in
@@ -420,9 +430,17 @@ func (a *Auth) validate(listen string) []error {
 	return errs
 }
 
-// validateHosts checks trustedProxies.
+// validateHosts checks allowedHosts and trustedProxies.
 func (c *Config) validateHosts() []error {
 	var errs []error
+	for _, p := range c.AllowedHosts {
+		if _, err := path.Match(p, ""); err != nil || p == "" || strings.ContainsAny(p, "/") {
+			errs = append(errs, fmt.Errorf("allowedHosts: %q is not a host pattern (a name such as kubegate.example.com, *.example.com, or an address)", p))
+		}
+		if ok, _ := path.Match(strings.ToLower(p), "any-host.kubegate.invalid"); ok && c.Auth.Authn == "none" {
+			errs = append(errs, fmt.Errorf("allowedHosts: %q accepts every host name, which --authn=none does not allow: without credentials, any web page the browser visits could read the gateway through DNS rebinding; list the names the gateway is reached by", p))
+		}
+	}
 	for _, p := range c.TrustedProxies {
 		if _, err := netip.ParsePrefix(p); err != nil {
 			if _, err := netip.ParseAddr(p); err != nil {
@@ -469,6 +487,7 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 		shutdown   time.Duration
 		minResync  time.Duration
 		apiQPS     float64
+		hosts      string
 		proxies    string
 	)
 	fs.StringVar(&configPath, "config", "", "YAML configuration `file`; flags given on the command line override it")
@@ -476,6 +495,7 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "HTTP listen `address`")
 	fs.StringVar(&c.TLS.CertFile, "tls-cert-file", "", "PEM serving certificate `file` (with intermediates); with --tls-private-key-file the gateway serves HTTPS and reloads the files when they change")
 	fs.StringVar(&c.TLS.PrivateKeyFile, "tls-private-key-file", "", "PEM private key `file` of --tls-cert-file")
+	fs.StringVar(&hosts, "allowed-hosts", "", "comma-separated host `patterns` (kubegate.example.com, *.example.com) requests may name in Host besides loopback names and addresses; others are refused (DNS rebinding)")
 	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated `CIDRs` of proxies whose X-Forwarded-For (or Forwarded) names the client address")
 	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "log `level`: debug, info, warn or error")
 	fs.StringVar(&c.Log.Format, "log-format", c.Log.Format, "log `format`: console or json")
@@ -566,6 +586,9 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 		if set["user-max-inflight"] {
 			c.Auth.UserMaxInflight = flagged.Auth.UserMaxInflight
 		}
+	}
+	if set["allowed-hosts"] {
+		c.AllowedHosts = splitList(hosts)
 	}
 	if set["trusted-proxies"] {
 		c.TrustedProxies = splitList(proxies)

@@ -78,6 +78,10 @@ type Options struct {
 	// RateLimiter, when set, limits authenticated requests per user (429
 	// with Retry-After). Default: no limit.
 	RateLimiter *auth.RateLimiter
+	// Hosts, when set, refuses requests whose Host it does not allow
+	// (403), on every path. Default: none, every Host is served; the
+	// gateway always sets one.
+	Hosts *HostPolicy
 	// TrustedProxies finds each request's client address (stored with
 	// auth.WithSource for the limits kept per address). Default: none
 	// trusted, the client address is the connection's peer.
@@ -213,7 +217,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(middleware.Recoverer, s.metrics.instrument, s.clientAddress)
+	r.Use(middleware.Recoverer, s.metrics.instrument, s.checkHost, s.clientAddress)
 	r.Get("/healthz", s.healthz)
 	r.Get("/livez", s.healthz)
 	r.Get("/readyz", s.readyz)
