@@ -68,6 +68,11 @@ type Options struct {
 	// Clock drives page expiry and the ages in Tables. Default: the real
 	// clock.
 	Clock clock.Clock
+	// DiscoveryRefreshInterval is how often, at most, the discovery the
+	// gateway serves is fetched again (informer
+	// Options.DiscoveryRefreshInterval). Default 5s; tests that must see
+	// every request fetch it set it short.
+	DiscoveryRefreshInterval time.Duration
 }
 
 // Gateway is kubegate: the informers, the live tables, the webhooks and
@@ -129,13 +134,14 @@ func New(cfg config.Config, opts Options) (*Gateway, error) {
 		g.rr = opts.Registerer
 	}
 	if g.mgr, err = informer.New(informer.Options{
-		Config:            kc,
-		Resources:         cfg.Cache.Resources,
-		KeepManagedFields: cfg.Cache.KeepManagedFields,
-		MinResync:         time.Duration(cfg.Cache.MinResync),
-		HistoryEvents:     cfg.Cache.HistoryEvents,
-		Logger:            log.Named("informer"),
-		Registerer:        g.rr,
+		Config:                   kc,
+		Resources:                cfg.Cache.Resources,
+		KeepManagedFields:        cfg.Cache.KeepManagedFields,
+		MinResync:                time.Duration(cfg.Cache.MinResync),
+		HistoryEvents:            cfg.Cache.HistoryEvents,
+		Logger:                   log.Named("informer"),
+		DiscoveryRefreshInterval: opts.DiscoveryRefreshInterval,
+		Registerer:               g.rr,
 	}); err != nil {
 		return nil, err
 	}
