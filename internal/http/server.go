@@ -174,6 +174,8 @@ type Server struct {
 	handler http.Handler
 	metrics *metrics
 	pager   *pager
+	// discovery holds the discovery answers, rendered once per document.
+	discovery discoveryCache
 	// baseCtx is every request's parent; cancelled when shutdown begins
 	// so streams end promptly instead of holding Shutdown up.
 	baseCtx    context.Context
