@@ -29,15 +29,16 @@ const aggregatedAccept = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGrou
 
 // The gateway's discovery is kube-apiserver's, cut to what the gateway
 // serves (docs/rest.md, Discovery). These are the cuts, written apart from
-// the gateway's code: resources that can be listed and watched, with the
-// verbs of get, list and watch they have; no subresources; no group
-// version or group left empty; no storageVersionHash; and the server
-// address of /api is the gateway's.
-
-func served(verbs []string) bool { return slices.Contains(verbs, "list") && slices.Contains(verbs, "watch") }
+// the gateway's code: every group, version and resource stays; a
+// resource's verbs are those of get, list and watch it has if it can be
+// listed and watched, else none; no subresources; no storageVersionHash;
+// and the server address of /api is the gateway's.
 
 func readVerbs(verbs []string) []string {
-	var out []string
+	out := []string{}
+	if !slices.Contains(verbs, "list") || !slices.Contains(verbs, "watch") {
+		return out
+	}
 	for _, v := range verbs {
 		if v == "get" || v == "list" || v == "watch" {
 			out = append(out, v)
@@ -47,41 +48,25 @@ func readVerbs(verbs []string) []string {
 }
 
 func cutAggregated(l *apidiscoveryv2.APIGroupDiscoveryList) {
-	var groups []apidiscoveryv2.APIGroupDiscovery
-	for _, g := range l.Items {
-		var versions []apidiscoveryv2.APIVersionDiscovery
-		for _, v := range g.Versions {
-			var rs []apidiscoveryv2.APIResourceDiscovery
-			for _, r := range v.Resources {
-				if served(r.Verbs) {
-					r.Verbs, r.Subresources = readVerbs(r.Verbs), nil
-					rs = append(rs, r)
-				}
-			}
-			if v.Resources = rs; len(rs) > 0 {
-				versions = append(versions, v)
+	for i := range l.Items {
+		for j := range l.Items[i].Versions {
+			rs := l.Items[i].Versions[j].Resources
+			for k := range rs {
+				rs[k].Verbs, rs[k].Subresources = readVerbs(rs[k].Verbs), nil
 			}
 		}
-		if g.Versions = versions; len(versions) > 0 {
-			groups = append(groups, g)
-		}
-	}
-	l.Items = groups
-	if l.Items == nil {
-		l.Items = []apidiscoveryv2.APIGroupDiscovery{}
 	}
 }
 
-func cutResources(l *metav1.APIResourceList) bool {
+func cutResources(l *metav1.APIResourceList) {
 	rs := []metav1.APIResource{}
 	for _, r := range l.APIResources {
-		if !strings.Contains(r.Name, "/") && served(r.Verbs) {
+		if !strings.Contains(r.Name, "/") {
 			r.Verbs, r.StorageVersionHash = readVerbs(r.Verbs), ""
 			rs = append(rs, r)
 		}
 	}
 	l.APIResources = rs
-	return len(rs) > 0
 }
 
 // exactJSON unmarshals b into v and checks that v marshals back to b
@@ -161,29 +146,18 @@ func TestDiscoveryIsTheAPIServers(t *testing.T) {
 	want["/api/v1"] = marshalLine(&core)
 	var groups metav1.APIGroupList
 	exactJSON(t, "/apis", get(t, hc, api+"/apis", ""), &groups)
-	kept := groups.Groups[:0]
+	want["/apis"] = marshalLine(&groups)
 	for _, g := range groups.Groups {
-		var vs []metav1.GroupVersionForDiscovery
 		for _, v := range g.Versions {
 			var l metav1.APIResourceList
 			path := "/apis/" + v.GroupVersion
 			exactJSON(t, path, get(t, hc, api+path, ""), &l)
-			if cutResources(&l) {
-				want[path] = marshalLine(&l)
-				vs = append(vs, v)
-			}
+			cutResources(&l)
+			want[path] = marshalLine(&l)
 		}
-		if len(vs) == 0 {
-			continue
-		}
-		g.Versions, g.PreferredVersion = vs, vs[0]
-		kept = append(kept, g)
-		one := g
-		one.TypeMeta = metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}
-		want["/apis/"+g.Name] = marshalLine(&one)
+		g.TypeMeta = metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}
+		want["/apis/"+g.Name] = marshalLine(&g)
 	}
-	groups.Groups = kept
-	want["/apis"] = marshalLine(&groups)
 	if !bytes.Contains(want["/apis/autoscaling"], []byte(`"preferredVersion":{"groupVersion":"autoscaling/v2"`)) {
 		t.Fatalf("kube-apiserver does not prefer autoscaling/v2: %s", want["/apis/autoscaling"])
 	}

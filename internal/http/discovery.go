@@ -233,32 +233,42 @@ func legacyResources(gv schema.GroupVersion, v apidiscoveryv2.APIVersionDiscover
 }
 
 // servedDiscovery cuts the apiserver's discovery to what the gateway
-// serves, keeping the apiserver's order: resources it can list and
-// watch, with the verbs of get, list and watch they have; no
-// subresources; no group version left without resources, and no group
-// left without versions (a group's first version stays its preferred
-// one). Group versions the apiserver marks Stale are kept as they are, so
-// that clients know them as failed rather than gone.
+// serves, keeping every group, version and resource in the apiserver's
+// order, so that clients map every kind as they would against the
+// apiserver (a client-side dry run of a TokenReview needs its mapping):
+// a resource's verbs are those of get, list and watch it has if it can
+// be listed and watched (what the gateway serves of it), and none
+// otherwise; subresources, of which the gateway serves none, are left
+// out.
 func servedDiscovery(in []apidiscoveryv2.APIGroupDiscovery) []apidiscoveryv2.APIGroupDiscovery {
-	out := []apidiscoveryv2.APIGroupDiscovery{}
+	out := make([]apidiscoveryv2.APIGroupDiscovery, 0, len(in))
 	for _, g := range in {
 		sg := apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: g.Name}}
 		for _, v := range g.Versions {
 			sv := apidiscoveryv2.APIVersionDiscovery{Version: v.Version, Freshness: v.Freshness}
 			for _, r := range v.Resources {
-				if !slices.Contains(r.Verbs, "list") || !slices.Contains(r.Verbs, "watch") {
-					continue
-				}
-				r.Verbs = slices.DeleteFunc(slices.Clone(r.Verbs), func(verb string) bool { return !slices.Contains(servedVerbs, verb) })
+				r.Verbs = servedVerbsOf(r.Verbs)
 				r.Subresources = nil
 				sv.Resources = append(sv.Resources, r)
 			}
-			if len(sv.Resources) > 0 || v.Freshness == apidiscoveryv2.DiscoveryFreshnessStale {
-				sg.Versions = append(sg.Versions, sv)
-			}
+			sg.Versions = append(sg.Versions, sv)
 		}
-		if len(sg.Versions) > 0 {
-			out = append(out, sg)
+		out = append(out, sg)
+	}
+	return out
+}
+
+// servedVerbsOf returns the verbs the gateway serves of a resource with
+// verbs: get, list and watch, in the apiserver's order, if it has list
+// and watch (the gateway's informer needs both); none otherwise.
+func servedVerbsOf(verbs []string) []string {
+	out := []string{}
+	if !slices.Contains(verbs, "list") || !slices.Contains(verbs, "watch") {
+		return out
+	}
+	for _, v := range verbs {
+		if slices.Contains(servedVerbs, v) {
+			out = append(out, v)
 		}
 	}
 	return out
