@@ -19,7 +19,8 @@ import (
 // discovery as the first, to the byte, aggregated and legacy: the
 // apiserver's groups in the apiserver's order, with its preferred
 // versions. The second tier's only discovery is the first tier's, so any
-// order the first made up would be passed on.
+// order the first made up would be passed on. Its OpenAPI documents are
+// the apiserver's too, read through the first tier.
 func TestTierDiscovery(t *testing.T) {
 	env := testenv.Get(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -30,6 +31,7 @@ func TestTierDiscovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var etag string
 	read := func(hc *http.Client, url, accept string) string {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -47,6 +49,7 @@ func TestTierDiscovery(t *testing.T) {
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("GET %s: %d %v %.300s", url, resp.StatusCode, err, b)
 		}
+		etag = resp.Header.Get("ETag")
 		return string(b)
 	}
 	const agg = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
@@ -86,5 +89,12 @@ func TestTierDiscovery(t *testing.T) {
 		if preferred["autoscaling"] != "v2" {
 			t.Fatalf("second tier prefers autoscaling/%s", preferred["autoscaling"])
 		}
+	}
+
+	const pb = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+	want := read(hc, env.Config.Host+"/openapi/v2", pb)
+	wantETag := etag
+	if got := read(http.DefaultClient, c.secondBase+"/openapi/v2", pb); got != want || etag != wantETag {
+		t.Fatalf("/openapi/v2 through two tiers: ETag %s and %d bytes, want the apiserver's %s and %d bytes", etag, len(got), wantETag, len(want))
 	}
 }

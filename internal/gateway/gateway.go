@@ -26,6 +26,7 @@ import (
 	"kubegate/internal/informer"
 	"kubegate/internal/livequery/feed"
 	"kubegate/internal/livequery/wire"
+	"kubegate/internal/openapi"
 	"kubegate/internal/servingcert"
 	"kubegate/internal/webhook"
 	"kubegate/internal/ws"
@@ -203,6 +204,14 @@ func New(cfg config.Config, opts Options) (*Gateway, error) {
 		}
 		getCertificate = g.certs.GetCertificate
 	}
+	oapi, err := openapi.New(openapi.Options{
+		Config:     kc,
+		Logger:     log.Named("openapi"),
+		Registerer: g.rr,
+	})
+	if err != nil {
+		return nil, err
+	}
 	webHandler := opts.Web
 	if webHandler == nil {
 		webHandler = web.Handler()
@@ -223,6 +232,7 @@ func New(cfg config.Config, opts Options) (*Gateway, error) {
 		RecheckInterval: time.Duration(cfg.Auth.RecheckInterval),
 		RecheckGrace:    time.Duration(cfg.Auth.RecheckGrace),
 		WebSocket:       g.ws,
+		OpenAPI:         oapi,
 		Web:             webHandler,
 		ShutdownTimeout: time.Duration(cfg.ShutdownTimeout),
 		Version:         g.version,
