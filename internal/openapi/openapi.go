@@ -279,24 +279,35 @@ func (h *Handler) document(ctx context.Context, k key, rep representation) (*ent
 		return e, nil
 	}
 	h.mu.Unlock()
-	ch := h.flight.DoChan(k.path+"\x00"+k.rep, func() (any, error) { return h.fetch(k, rep, e) })
-	select {
-	case res := <-ch:
-		if res.Err != nil {
-			return nil, res.Err
+	for {
+		v, err, _ := h.flight.Do(k.path+"\x00"+k.rep, func() (any, error) { return h.fetch(ctx, k, rep, e) })
+		if err == nil {
+			return v.(*entry), nil
 		}
-		return res.Val.(*entry), nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
+		if ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) && !errors.Is(err, errFetchTimeout) {
+			// The fetch was made for a request that has ended; this one
+			// makes its own.
+			continue
+		}
+		return nil, err
 	}
 }
+
+// errFetchTimeout is the cause of a fetch that took longer than
+// Options.FetchTimeout.
+var errFetchTimeout = errors.New("the apiserver did not answer in time")
 
 // fetch asks the apiserver for k, with old's ETag if there is one: 304
 // keeps old; 200 replaces it. When the apiserver cannot answer, old is
 // served as it is (and logged), as kube-apiserver serves its last
 // document when it cannot build a new one.
-func (h *Handler) fetch(k key, rep representation, old *entry) (*entry, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), h.opts.FetchTimeout)
+//
+// It runs on the goroutine of the request ctx belongs to (the first of
+// those that wait for it), so it ends with that request, and with the
+// server's shutdown: those that waited for it then fetch again.
+func (h *Handler) fetch(ctx context.Context, k key, rep representation, old *entry) (*entry, error) {
+	reqCtx := ctx
+	ctx, cancel := context.WithTimeoutCause(ctx, h.opts.FetchTimeout, errFetchTimeout)
 	defer cancel()
 	u := *h.base
 	u.Path = strings.TrimSuffix(u.Path, "/") + k.path
@@ -345,6 +356,12 @@ func (h *Handler) fetch(k key, rep representation, old *entry) (*entry, error) {
 	case err == nil:
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		err = fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(b))
+	}
+	if reqCtx.Err() != nil {
+		return nil, reqCtx.Err() // the request ended: no answer to give
+	}
+	if context.Cause(ctx) == errFetchTimeout {
+		err = fmt.Errorf("%w: %w", errFetchTimeout, err)
 	}
 	if old != nil {
 		h.log.Warn("the apiserver's OpenAPI document could not be read again; serving the last one", zap.String("path", k.path), zap.Error(err))

@@ -2,6 +2,7 @@ package openapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -378,6 +379,51 @@ func TestOneFetchForConcurrentRequests(t *testing.T) {
 			if c := <-codes; c != 200 {
 				t.Fatalf("code %d", c)
 			}
+		}
+	})
+}
+
+// TestFetchOfARequestThatEnds: a fetch runs on the goroutine of the
+// request that started it and ends with it; a request that waited for it
+// then fetches for itself instead of failing.
+func TestFetchOfARequestThatEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		fetches := 0
+		rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			fetches++
+			n := fetches
+			mu.Unlock()
+			if n == 1 {
+				<-r.Context().Done()
+				return nil, r.Context().Err()
+			}
+			return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}, "Etag": {`"A"`}},
+				Body: io.NopCloser(strings.NewReader(`{"swagger":"2.0"}`)), Request: r}, nil
+		})
+		h, err := New(Options{Config: &rest.Config{Host: "https://apiserver.invalid", Transport: rt}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, leave := context.WithCancel(context.Background())
+		firstDone := make(chan struct{})
+		go func() {
+			defer close(firstDone)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "/openapi/v2", nil).WithContext(first))
+		}()
+		synctest.Wait() // the first request's fetch waits for the apiserver
+		second := make(chan answer, 1)
+		go func() { second <- serve(h, "GET", "/openapi/v2") }()
+		synctest.Wait() // the second waits for the first's fetch
+		leave()
+		<-firstDone
+		if a := <-second; a.code != 200 || a.body != `{"swagger":"2.0"}` {
+			t.Fatalf("the request that waited: %d %s", a.code, a.body)
+		}
+		if fetches != 2 {
+			t.Fatalf("%d fetches, want 2", fetches)
 		}
 	})
 }
