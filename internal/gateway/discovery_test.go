@@ -182,6 +182,36 @@ func TestDiscoveryIsTheAPIServers(t *testing.T) {
 			check(key)
 		}
 	}
+
+	// Aggregated answers carry an ETag, and If-None-Match with it gets
+	// 304, as from kube-apiserver.
+	for _, base := range []struct {
+		hc  *http.Client
+		url string
+	}{{hc, api}, {http.DefaultClient, gw}} {
+		first := getResponse(t, base.hc, base.url+"/apis", aggregatedAccept, "")
+		etag := first.Header.Get("ETag")
+		again := getResponse(t, base.hc, base.url+"/apis", aggregatedAccept, etag)
+		if etag == "" || again.StatusCode != http.StatusNotModified || again.Header.Get("ETag") != etag {
+			t.Fatalf("%s/apis with If-None-Match %q: %s, ETag %q", base.url, etag, again.Status, again.Header.Get("ETag"))
+		}
+	}
+}
+
+func getResponse(t *testing.T, hc *http.Client, url, accept, inm string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	req.Header.Set("Accept", accept)
+	if inm != "" {
+		req.Header.Set("If-None-Match", inm)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
 }
 
 // TestKubectlResolvesPreferredVersions: kubectl, which reads the
