@@ -42,6 +42,9 @@ func parseListParams(r *http.Request, rq apiRequest, info *informer.ResourceInfo
 	if err != nil {
 		return p, err
 	}
+	if err := parseShardSelector(q, &f); err != nil {
+		return p, err
+	}
 	if info.Namespaced && rq.namespace == "" {
 		f.Namespaces = dec.Namespaces
 	}
@@ -81,7 +84,7 @@ func parseListParams(r *http.Request, rq apiRequest, info *informer.ResourceInfo
 	// The scope binds continue tokens to the request that created them.
 	u := auth.UserFrom(r.Context())
 	p.scopeKey = strings.Join([]string{info.GVR.String(), rq.namespace, q.Get("labelSelector"),
-		q.Get("fieldSelector"), u.String(), nsKey(dec)}, "\x00")
+		q.Get("fieldSelector"), q.Get("shardSelector"), u.String(), nsKey(dec)}, "\x00")
 	return p, nil
 }
 
@@ -104,6 +107,10 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, rq apiRequest
 		return
 	}
 	if isSortedList(r.URL.Query()) {
+		if p.filter.Shard != nil {
+			s.writeError(w, r, shardedSortedList())
+			return
+		}
 		s.serveSortedList(w, r, rq, res, p)
 		return
 	}
@@ -161,7 +168,7 @@ func (s *Server) writeListAnswer(w http.ResponseWriter, r *http.Request, info *i
 	}
 	kind, apiVersion := info.GVK.Kind+"List", info.GVR.GroupVersion().String()
 	if p.metadata == "" && !p.pretty {
-		writeList(w, r, kind, apiVersion, rv, next, remaining, page)
+		writeList(w, r, kind, apiVersion, rv, next, remaining, shardInfo(&p.filter), page)
 		return
 	}
 	var b bytes.Buffer
@@ -171,7 +178,7 @@ func (s *Server) writeListAnswer(w http.ResponseWriter, r *http.Request, info *i
 			return
 		}
 	} else {
-		appendList(&b, kind, apiVersion, rv, next, remaining, page)
+		appendList(&b, kind, apiVersion, rv, next, remaining, shardInfo(&p.filter), page)
 	}
 	writeJSON(w, r, http.StatusOK, b.Bytes(), p.pretty)
 }
@@ -186,9 +193,9 @@ const listWriteBuffer = 64 << 10
 // cost a second copy of their JSON per request, and copying it twice
 // (into the buffer, then to the connection) was half the CPU of a list.
 // Content-Length is computed first, so clients still see the size.
-func writeList(w http.ResponseWriter, r *http.Request, kind, apiVersion string, rv uint64, next string, remaining int, page []*informer.Object) {
+func writeList(w http.ResponseWriter, r *http.Request, kind, apiVersion string, rv uint64, next string, remaining int, shard string, page []*informer.Object) {
 	var head bytes.Buffer
-	appendListHead(&head, kind, apiVersion, rv, next, remaining)
+	appendListHead(&head, kind, apiVersion, rv, next, remaining, shard)
 	const tail = "]}\n"
 	n := head.Len() + len(tail)
 	for i, o := range page {
@@ -218,9 +225,9 @@ func writeList(w http.ResponseWriter, r *http.Request, kind, apiVersion string, 
 }
 
 // appendList writes a list envelope around the objects' stored JSON.
-func appendList(b *bytes.Buffer, kind, apiVersion string, rv uint64, next string, remaining int, page []*informer.Object) {
+func appendList(b *bytes.Buffer, kind, apiVersion string, rv uint64, next string, remaining int, shard string, page []*informer.Object) {
 	b.Grow(256 + sizeOf(page))
-	appendListHead(b, kind, apiVersion, rv, next, remaining)
+	appendListHead(b, kind, apiVersion, rv, next, remaining, shard)
 	for i, o := range page {
 		if i > 0 {
 			b.WriteByte(',')
@@ -234,7 +241,7 @@ func appendList(b *bytes.Buffer, kind, apiVersion string, rv uint64, next string
 // the objects: each item's metadata is copied from its stored JSON.
 func appendMetadataList(b *bytes.Buffer, version string, rv uint64, next string, remaining int, page []*informer.Object) error {
 	b.Grow(256 + 512*len(page))
-	appendListHead(b, "PartialObjectMetadataList", "meta.k8s.io/"+version, rv, next, remaining)
+	appendListHead(b, "PartialObjectMetadataList", "meta.k8s.io/"+version, rv, next, remaining, "")
 	for i, o := range page {
 		if i > 0 {
 			b.WriteByte(',')
@@ -248,8 +255,9 @@ func appendMetadataList(b *bytes.Buffer, version string, rv uint64, next string,
 }
 
 // appendListHead writes a list's kind, apiVersion, metadata and the
-// opening of its items.
-func appendListHead(b *bytes.Buffer, kind, apiVersion string, rv uint64, next string, remaining int) {
+// opening of its items; shard, when set, is the shard selector echoed in
+// metadata.shardInfo.
+func appendListHead(b *bytes.Buffer, kind, apiVersion string, rv uint64, next string, remaining int, shard string) {
 	b.WriteString(`{"kind":`)
 	writeJSONString(b, kind)
 	b.WriteString(`,"apiVersion":`)
@@ -262,6 +270,11 @@ func appendListHead(b *bytes.Buffer, kind, apiVersion string, rv uint64, next st
 		b.WriteString(next) // base64url: nothing to escape
 		b.WriteString(`","remainingItemCount":`)
 		b.WriteString(strconv.Itoa(remaining))
+	}
+	if shard != "" {
+		b.WriteString(`,"shardInfo":{"selector":`)
+		writeJSONString(b, shard)
+		b.WriteByte('}')
 	}
 	b.WriteString(`},"items":[`)
 }

@@ -52,7 +52,7 @@ func BenchmarkListEnvelope(b *testing.B) {
 				page := slices.Clone(pods)
 				slices.SortFunc(page, compareObjects)
 				buf.Reset()
-				appendList(&buf, "PodList", "v1", 1, "", 0, page)
+				appendList(&buf, "PodList", "v1", 1, "", 0, "", page)
 			}
 			b.SetBytes(int64(buf.Len()))
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/object")
@@ -79,7 +79,7 @@ func BenchmarkListForms(b *testing.B) {
 				buf.Reset()
 				switch form {
 				case "json":
-					appendList(&buf, "PodList", "v1", 1, "", 0, pods)
+					appendList(&buf, "PodList", "v1", 1, "", 0, "", pods)
 				case "metadata":
 					if err := appendMetadataList(&buf, "v1", 1, "", 0, pods); err != nil {
 						b.Fatal(err)
@@ -119,11 +119,11 @@ func BenchmarkListWrite(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if mode == "stream" {
-					writeList(w, r, "PodList", "v1", 1, "", 0, pods)
+					writeList(w, r, "PodList", "v1", 1, "", 0, "", pods)
 					continue
 				}
 				var buf bytes.Buffer
-				appendList(&buf, "PodList", "v1", 1, "", 0, pods)
+				appendList(&buf, "PodList", "v1", 1, "", 0, "", pods)
 				writeJSON(w, r, http.StatusOK, buf.Bytes(), false)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/object")

@@ -65,6 +65,12 @@ type Options struct {
 	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	// WebSocket is mounted at /ws behind authentication. Default: none.
 	WebSocket http.Handler
+	// OpenAPI serves /openapi/v2, /openapi/v3 and below (package
+	// openapi), behind authentication and, as kube-apiserver authorizes
+	// them, authorization of get on the path as a non-resource URL
+	// (Authorizer must then implement auth.NonResourceAuthorizer).
+	// Default: none (404).
+	OpenAPI http.Handler
 	// Web serves the dashboard at / without authentication (it holds no
 	// data; the data it fetches is authenticated). Default: none.
 	Web http.Handler
@@ -147,6 +153,9 @@ func (o Options) withDefaults() (Options, error) {
 	if _, ok := o.Authorizer.(auth.NonResourceAuthorizer); !ok && !o.OpenMetrics {
 		return o, fmt.Errorf("httpapi: Options.Authorizer (%T) cannot authorize /metrics (auth.NonResourceAuthorizer); implement it or set OpenMetrics", o.Authorizer)
 	}
+	if _, ok := o.Authorizer.(auth.NonResourceAuthorizer); !ok && o.OpenAPI != nil {
+		return o, fmt.Errorf("httpapi: Options.Authorizer (%T) cannot authorize /openapi (auth.NonResourceAuthorizer)", o.Authorizer)
+	}
 	if o.RecheckInterval <= 0 {
 		o.RecheckInterval = 5 * time.Second
 	}
@@ -182,6 +191,8 @@ type Server struct {
 	handler http.Handler
 	metrics *metrics
 	pager   *pager
+	// discovery holds the discovery answers, rendered once per document.
+	discovery discoveryCache
 	// baseCtx is every request's parent; cancelled when shutdown begins
 	// so streams end promptly instead of holding Shutdown up.
 	baseCtx    context.Context
@@ -236,6 +247,7 @@ func (s *Server) routes() http.Handler {
 			r.Handle("/ws", s.opts.WebSocket)
 		}
 		s.mountAPI(r)
+		s.mountOpenAPI(r)
 	})
 	if s.opts.Web != nil {
 		r.Handle("/*", s.opts.Web)

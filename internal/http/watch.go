@@ -289,6 +289,9 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 	}
 	info := res.Info
 	f, err := informer.ParseFilter(info, rq.namespace, r.URL.Query().Get("labelSelector"), r.URL.Query().Get("fieldSelector"))
+	if err == nil {
+		err = parseShardSelector(r.URL.Query(), &f)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -25,6 +25,9 @@ type Filter struct {
 	// Field selects by the fields named in ResourceInfo.SelectableFields;
 	// nil selects everything.
 	Field fields.Selector
+	// Shard selects one shard of a sharded list or watch (see
+	// ShardSelector); nil selects everything.
+	Shard *ShardSelector
 }
 
 // Matches reports whether o passes the filter.
@@ -39,6 +42,9 @@ func (f *Filter) Matches(o *Object) bool {
 		return false
 	}
 	if f.Field != nil && !f.Field.Matches(o) {
+		return false
+	}
+	if f.Shard != nil && !f.Shard.Matches(o) {
 		return false
 	}
 	return true

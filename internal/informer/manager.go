@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
@@ -273,9 +272,13 @@ func (m *Manager) Resolve(ctx context.Context, name string) (*ResourceInfo, erro
 	return m.resolver.Resolve(ctx, name)
 }
 
-// ServerResources returns discovery's resource lists.
-func (m *Manager) ServerResources() ([]*metav1.APIResourceList, error) {
-	return m.resolver.ServerResources()
+// Discovery returns the apiserver's discovery document (see Discovery
+// for its order), fetched again at most every
+// Options.DiscoveryRefreshInterval. With an error, the document returned
+// (if any) is the last one fetched, or one that lacks the group versions
+// the error names.
+func (m *Manager) Discovery(ctx context.Context) (*Discovery, error) {
+	return m.resolver.Discovery(ctx)
 }
 
 // Resource resolves name and returns its Resource, starting its informer

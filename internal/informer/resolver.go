@@ -60,13 +60,13 @@ type resolver struct {
 	mu     sync.Mutex
 	resets uint64
 
-	// direct is discovery without the cache, for ServerResources.
+	// direct is discovery without the cache, for Discovery.
 	direct discovery.DiscoveryInterface
 	// docMu guards doc and docErr, the discovery document last served
-	// and the error it came with; ServerResources holds it while it
-	// fetches, so concurrent callers wait for one fetch.
+	// and the error it came with; Discovery holds it while it fetches,
+	// so concurrent callers wait for one fetch.
 	docMu  sync.Mutex
-	doc    []*metav1.APIResourceList
+	doc    *Discovery
 	docErr error
 }
 
@@ -192,7 +192,7 @@ func (r *resolver) resolve(name string) (*ResourceInfo, error) {
 	return nil, &UnknownResourceError{Name: name}
 }
 
-// ServerResources returns the discovery document, for serving discovery.
+// Discovery returns the discovery document, for serving discovery.
 //
 // The document is fetched again when the refresh limit allows (at most
 // once per Options.DiscoveryRefreshInterval), so resources added since
@@ -203,7 +203,10 @@ func (r *resolver) resolve(name string) (*ResourceInfo, error) {
 // the mapper's cache, which is reset only when the document changed: if
 // the fetch fails (the apiserver is down), the last document is served
 // and names still resolve from the cache.
-func (r *resolver) ServerResources() ([]*metav1.APIResourceList, error) {
+//
+// The document keeps the apiserver's order (see Discovery), so that it
+// is the same from one call to the next as long as the apiserver's is.
+func (r *resolver) Discovery(ctx context.Context) (*Discovery, error) {
 	r.mu.Lock()
 	due := r.refresh.TryAccept()
 	r.mu.Unlock()
@@ -213,18 +216,22 @@ func (r *resolver) ServerResources() ([]*metav1.APIResourceList, error) {
 	if !due && r.doc != nil {
 		return r.doc, r.docErr
 	}
-	_, fresh, err := r.direct.ServerGroupsAndResources()
-	if len(fresh) == 0 {
+	fresh, err := fetchDiscovery(ctx, r.direct)
+	if fresh == nil {
 		if r.doc != nil {
 			return r.doc, r.docErr
 		}
 		return nil, err
 	}
-	if r.doc == nil || !apiequality.Semantic.DeepEqual(fresh, r.doc) {
-		r.mu.Lock()
-		r.resetLocked()
-		r.mu.Unlock()
+	if r.doc != nil && apiequality.Semantic.DeepEqual(fresh, r.doc) {
+		// Unchanged: readers keep the same document, and the mapper
+		// its cache.
+		r.docErr = err
+		return r.doc, err
 	}
+	r.mu.Lock()
+	r.resetLocked()
+	r.mu.Unlock()
 	r.doc, r.docErr = fresh, err
 	return fresh, err
 }
