@@ -337,8 +337,10 @@ func (m *Manager) startResource(ctx context.Context, r *Resource) error {
 	r.log = m.log.With(zap.String("resource", gvr.String()))
 	r.proc = newProcessor(gvr, &m.opts, m.metrics.forResource(gvr))
 	dec := newObjectDecoder(r.Info.GVK, m.opts.KeepManagedFields, r.Info.selectableFields[2:])
+	lw := newListWatch(m.opts.rest, gvr, dec, r.log)
 	q := newBoundedFIFO(m.opts.QueueDeltas)
-	ctrl := newController(newListWatch(m.opts.rest, gvr, dec), q, r.proc, m.watchErrorHandler(r))
+	q.listColumns = lw.listedColumns
+	ctrl := newController(lw, q, r.proc, m.watchErrorHandler(r))
 	r.synced = ctrl.HasSyncedChecker()
 
 	m.mu.Lock()
@@ -728,6 +730,14 @@ func (r *Resource) List(f *Filter) ([]*Object, uint64) {
 	}
 	return r.proc.list(f)
 }
+
+// Columns returns the columns of the objects the resource's cache holds
+// as of its last relist and changes (nil when it is not read as a Table);
+// a relist with other columns changes it. Every object the cache holds
+// has these Columns, and every change after the relist too: a change of
+// columns (a CRD's printer columns edited) comes as a relist, whose
+// objects have the new ones.
+func (r *Resource) Columns() *Columns { return r.proc.columns.Load() }
 
 // Get returns one cached object.
 func (r *Resource) Get(namespace, name string) (*Object, bool) { return r.proc.get(namespace, name) }
