@@ -84,6 +84,9 @@ type Options struct {
 	// canList checks the gateway may list and watch a resource before its
 	// informer starts. Default: accessCheck's SelfSubjectAccessReview.
 	canList func(context.Context, schema.GroupVersionResource) error
+	// tablePageSize is the limit of each page of a Table list. Default
+	// 500.
+	tablePageSize int
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -338,6 +341,9 @@ func (m *Manager) startResource(ctx context.Context, r *Resource) error {
 	r.proc = newProcessor(gvr, &m.opts, m.metrics.forResource(gvr))
 	dec := newObjectDecoder(r.Info.GVK, m.opts.KeepManagedFields, r.Info.selectableFields[2:])
 	lw := newListWatch(m.opts.rest, gvr, dec, r.log)
+	if m.opts.tablePageSize > 0 {
+		lw.pageSize = m.opts.tablePageSize
+	}
 	q := newBoundedFIFO(m.opts.QueueDeltas)
 	q.listColumns = lw.listedColumns
 	ctrl := newController(lw, q, r.proc, m.watchErrorHandler(r))

@@ -51,7 +51,7 @@ func newAPITables(t *testing.T, cfg *rest.Config) *apiTables {
 }
 
 type tableJSON struct {
-	Metadata          metav1.ListMeta                 `json:"metadata"`
+	Metadata          metav1.ListMeta                `json:"metadata"`
 	ColumnDefinitions []metav1.TableColumnDefinition `json:"columnDefinitions"`
 	Rows              []struct {
 		Cells  []any `json:"cells"`
@@ -270,7 +270,9 @@ func TestTableCellsEqualKubeAPIServer(t *testing.T) {
 			_, err := env.Client.CoreV1().ConfigMaps(ns).Patch(ctx, name, "application/merge-patch+json", []byte(`{"data":{"b":"2","c":"3"}}`), metav1.PatchOptions{})
 			return err
 		},
-		remove: func(ns, name string) error { return env.Client.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}) },
+		remove: func(ns, name string) error {
+			return env.Client.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		},
 	}, {
 		resource: "widgets." + group, path: "/apis/" + group + "/v1/namespaces/%s/widgets",
 		create: func(ns, name string) error {

@@ -47,7 +47,8 @@ const (
 	// tableAccept asks for kube-apiserver's Table, as kubectl does, and
 	// for the objects as they are from a server that has no Tables.
 	tableAccept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
-	// tablePageSize is the limit of each page of a Table list.
+	// tablePageSize is the limit of each page of a Table list (as
+	// client-go's pager's).
 	tablePageSize = 500
 	// tableListRestarts bounds how often one Table list starts over
 	// within a call (a continue token that expired, columns that changed
@@ -79,6 +80,8 @@ type listWatch struct {
 	path   string // collection path, e.g. /apis/apps/v1/deployments
 	dec    *objectDecoder
 	log    *zap.Logger
+	// pageSize is the limit of each page of a Table list.
+	pageSize int
 
 	// plain is set once the resource is read as plain JSON.
 	plain atomic.Bool
@@ -92,7 +95,7 @@ type listWatch struct {
 var _ cache.ListerWatcherWithContext = (*listWatch)(nil)
 
 func newListWatch(client rest.Interface, gvr schema.GroupVersionResource, dec *objectDecoder, log *zap.Logger) *listWatch {
-	return &listWatch{client: client, path: resourcePath(gvr), dec: dec, log: log}
+	return &listWatch{client: client, path: resourcePath(gvr), dec: dec, log: log, pageSize: tablePageSize}
 }
 
 func (lw *listWatch) request(opts *metav1.ListOptions) *rest.Request {
@@ -168,7 +171,7 @@ func (lw *listWatch) listTablePages(ctx context.Context) (*objectList, *Columns,
 	for page := 0; ; page++ {
 		req := lw.client.Get().AbsPath(lw.path).SetHeader("Accept", tableAccept).
 			Param("includeObject", string(metav1.IncludeObject)).
-			Param("limit", strconv.Itoa(tablePageSize))
+			Param("limit", strconv.Itoa(lw.pageSize))
 		if cont != "" {
 			req.Param("continue", cont)
 		}
