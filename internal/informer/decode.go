@@ -35,24 +35,31 @@ import (
 type objectDecoder struct {
 	gvk               schema.GroupVersionKind
 	keepManagedFields bool
-	selectableFields  []string // beyond metadata.name/namespace
+	selectableFields  []string // names of specs
 
-	// fields holds the selectable fields' paths as a tree, one node per
-	// segment; its root has no name.
+	// specs are the selectable fields beyond metadata.name/namespace.
+	specs []selectableField
+	// paths are the distinct JSON paths specs read, dotted; specPaths
+	// lists, per spec, the indexes of its paths.
+	paths     []string
+	specPaths [][]int
+
+	// fields holds the paths as a tree, one node per segment; its root
+	// has no name.
 	fields fieldNode
 	// typeMembers is `"apiVersion":"<group/version>","kind":"<Kind>"`, the
 	// members inserted into objects served without a kind (list items of
 	// built-in types).
 	typeMembers []byte
-	// typeFields are the selectable fields under apiVersion or kind, whose
-	// values the inserted members replace.
+	// typeFields are the paths under apiVersion or kind, whose values
+	// the inserted members replace.
 	typeFields []int
 }
 
 // fieldNode is one segment of the selectable fields' paths.
 type fieldNode struct {
 	name     string
-	leaves   []int // indexes into selectableFields of the paths ending here
+	leaves   []int // indexes into paths of the paths ending here
 	children []*fieldNode
 }
 
@@ -70,24 +77,35 @@ func (n *fieldNode) child(name []byte) *fieldNode {
 }
 
 // newObjectDecoder returns a decoder for objects of kind gvk. It extracts
-// selectableFields (dotted paths beyond metadata.name and
-// metadata.namespace, such as "spec.nodeName") into Object.extra.
-func newObjectDecoder(gvk schema.GroupVersionKind, keepManagedFields bool, selectableFields []string) *objectDecoder {
-	d := &objectDecoder{gvk: gvk, keepManagedFields: keepManagedFields, selectableFields: slices.Clone(selectableFields)}
-	for i, f := range d.selectableFields {
-		n := &d.fields
-		for seg := range strings.SplitSeq(f, ".") {
-			c := n.child([]byte(seg))
-			if c == nil {
-				c = &fieldNode{name: seg}
-				n.children = append(n.children, c)
+// the values at paths (dotted, beyond metadata.name and
+// metadata.namespace, such as "spec.nodeName"), each as the selectable
+// field of that name, into Object.extra.
+func newObjectDecoder(gvk schema.GroupVersionKind, keepManagedFields bool, paths []string) *objectDecoder {
+	specs := make([]selectableField, len(paths))
+	for i, p := range paths {
+		specs[i] = field(p)
+	}
+	return newFieldDecoder(gvk, keepManagedFields, specs)
+}
+
+// newFieldDecoder returns a decoder for objects of kind gvk that extracts
+// the selectable fields specs into Object.extra.
+func newFieldDecoder(gvk schema.GroupVersionKind, keepManagedFields bool, specs []selectableField) *objectDecoder {
+	d := &objectDecoder{gvk: gvk, keepManagedFields: keepManagedFields, specs: slices.Clone(specs)}
+	for _, f := range d.specs {
+		d.selectableFields = append(d.selectableFields, f.name)
+		var idx []int
+		for _, path := range f.paths {
+			dotted := strings.Join(path, ".")
+			i := slices.Index(d.paths, dotted)
+			if i < 0 {
+				i = len(d.paths)
+				d.paths = append(d.paths, dotted)
+				d.addPath(path, i)
 			}
-			n = c
+			idx = append(idx, i)
 		}
-		n.leaves = append(n.leaves, i)
-		if top, _, _ := strings.Cut(f, "."); top == "apiVersion" || top == "kind" {
-			d.typeFields = append(d.typeFields, i)
-		}
+		d.specPaths = append(d.specPaths, idx)
 	}
 	// AppendQuote fails only on invalid UTF-8, which it replaces; a kind
 	// or group version with invalid UTF-8 is not served by any apiserver.
@@ -97,6 +115,23 @@ func newObjectDecoder(gvk schema.GroupVersionKind, keepManagedFields bool, selec
 	b, _ = jsontext.AppendQuote(b, gvk.Kind)
 	d.typeMembers = b
 	return d
+}
+
+// addPath files path, the i-th of d.paths, in d.fields.
+func (d *objectDecoder) addPath(path []string, i int) {
+	n := &d.fields
+	for _, seg := range path {
+		c := n.child([]byte(seg))
+		if c == nil {
+			c = &fieldNode{name: seg}
+			n.children = append(n.children, c)
+		}
+		n = c
+	}
+	n.leaves = append(n.leaves, i)
+	if path[0] == "apiVersion" || path[0] == "kind" {
+		d.typeFields = append(d.typeFields, i)
+	}
 }
 
 func (d *objectDecoder) wrap(err error) error {
@@ -169,7 +204,7 @@ type objectParser struct {
 	deleted   span
 	labels    stringMap
 	annots    stringMap
-	values    []span // per selectable field; start < 0 when absent
+	values    []span // per path of the decoder's; start < 0 when absent
 
 	key  []byte // unescaped member name, when it had escapes
 	cuts []cut
@@ -222,7 +257,7 @@ func (p *objectParser) reset() {
 	p.name, p.namespace, p.uid, p.rv, p.created, p.deleted = span{}, span{}, span{}, span{}, span{}, span{}
 	p.labels = stringMap{pairs: p.labels.pairs[:0]}
 	p.annots = stringMap{pairs: p.annots.pairs[:0]}
-	p.values = slices.Grow(p.values[:0], len(p.d.selectableFields))[:len(p.d.selectableFields)]
+	p.values = slices.Grow(p.values[:0], len(p.d.paths))[:len(p.d.paths)]
 	for i := range p.values {
 		p.values[i] = span{-1, -1}
 	}
@@ -550,7 +585,7 @@ func (p *objectParser) object(src []byte, base int64, cells []byte) (*Object, er
 	if !p.kindSet {
 		// The inserted apiVersion and kind are what paths there find now.
 		for _, i := range d.typeFields {
-			switch d.selectableFields[i] {
+			switch d.paths[i] {
 			case "apiVersion":
 				p.values[i] = p.appendText(d.gvk.GroupVersion().String())
 			case "kind":
@@ -583,20 +618,43 @@ func (p *objectParser) object(src []byte, base int64, cells []byte) (*Object, er
 		}
 	}
 	n := 0
-	for _, v := range p.values {
-		if v.start >= 0 {
+	for i := range d.specs {
+		if _, ok := p.fieldValue(i); ok {
 			n++
 		}
 	}
 	if n > 0 {
 		o.extra = make([]string, 0, 2*n)
-		for i, v := range p.values {
-			if v.start >= 0 {
-				o.extra = append(o.extra, d.selectableFields[i], str(v))
+		for i, f := range d.specs {
+			if v, ok := p.fieldValue(i); ok {
+				if v.start < 0 {
+					o.extra = append(o.extra, f.name, f.unset)
+				} else {
+					o.extra = append(o.extra, f.name, str(v))
+				}
 			}
 		}
 	}
 	return o, nil
+}
+
+// fieldValue returns the value of the decoder's i-th selectable field:
+// the first of its paths that holds a non-empty value, else one that
+// holds an empty one, else (span start < 0) the field's unset value.
+// ok is false when there is no value at all to keep.
+func (p *objectParser) fieldValue(i int) (v span, ok bool) {
+	v = span{-1, -1}
+	for _, j := range p.d.specPaths[i] {
+		if s := p.values[j]; s.start >= 0 {
+			if s.end > s.start {
+				return s, true
+			}
+			if v.start < 0 {
+				v = s
+			}
+		}
+	}
+	return v, v.start >= 0 || p.d.specs[i].unset != ""
 }
 
 func (p *objectParser) appendText(s string) span {

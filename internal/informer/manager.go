@@ -220,6 +220,10 @@ func New(opts Options) (*Manager, error) {
 		// not in resources: Ready must not report ready meanwhile.
 		bootPending: len(o.Resources),
 	}
+	m.resolver.log = o.Logger
+	if o.rest != nil {
+		m.resolver.readCRD = restCRDReader(o.rest)
+	}
 	if o.Registerer != nil {
 		o.Registerer.MustRegister(staleCollector{m})
 	}
@@ -339,8 +343,16 @@ func (m *Manager) startResource(ctx context.Context, r *Resource) error {
 	}
 	r.log = m.log.With(zap.String("resource", gvr.String()))
 	r.proc = newProcessor(gvr, &m.opts, m.metrics.forResource(gvr))
-	dec := newObjectDecoder(r.Info.GVK, m.opts.KeepManagedFields, r.Info.selectableFields[2:])
+	fields := r.Info.fields
+	if fields == nil {
+		fields = newSharedFields(builtinFieldSet(gvr.GroupResource()), false)
+	}
+	dec := newFieldDecoder(r.Info.GVK, m.opts.KeepManagedFields, fields.load().fields)
 	lw := newListWatch(m.opts.rest, gvr, dec, r.log)
+	if fields.crd && m.resolver.readCRD != nil {
+		lw.fields, lw.namespaced, lw.keepManagedFields = fields, r.Info.Namespaced, m.opts.KeepManagedFields
+		lw.readCRD = m.resolver.readCRD
+	}
 	if m.opts.tablePageSize > 0 {
 		lw.pageSize = m.opts.tablePageSize
 	}

@@ -177,7 +177,7 @@ func TestUnchangedUpdateIsNotDistributed(t *testing.T) {
 
 func TestFilters(t *testing.T) {
 	p, _ := syncedProc(t)
-	info := &ResourceInfo{GVR: podsGVR, selectableFields: []string{"metadata.name", "metadata.namespace", "spec.nodeName"}}
+	info := &ResourceInfo{GVR: podsGVR, fields: testFields("spec.nodeName")}
 	tests := []struct {
 		name           string
 		ns, lsel, fsel string
@@ -215,7 +215,7 @@ func TestFilters(t *testing.T) {
 }
 
 func TestParseFilterErrors(t *testing.T) {
-	info := &ResourceInfo{GVR: podsGVR, selectableFields: []string{"metadata.name", "metadata.namespace"}}
+	info := &ResourceInfo{GVR: podsGVR, fields: testFields()}
 	for _, tc := range []struct{ lsel, fsel, param string }{
 		{"app in (", "", "labelSelector"},
 		{"", "spec.bogus=1", "fieldSelector"},
@@ -658,4 +658,14 @@ func TestRelistWithOtherColumns(t *testing.T) {
 	if p.columns.Load() != nil {
 		t.Fatal("a list without columns kept the old ones")
 	}
+}
+
+// testFields is a namespaced resource's field set with the given fields
+// beyond metadata.name and metadata.namespace, each read at its path.
+func testFields(paths ...string) *sharedFields {
+	fs := make([]selectableField, len(paths))
+	for i, p := range paths {
+		fs[i] = field(p)
+	}
+	return newSharedFields(newFieldSet(true, fs, nil), false)
 }

@@ -77,9 +77,13 @@ const (
 // reflector asks, with no cells; this is logged once.
 type listWatch struct {
 	client rest.Interface
+	gvr    schema.GroupVersionResource
 	path   string // collection path, e.g. /apis/apps/v1/deployments
-	dec    *objectDecoder
 	log    *zap.Logger
+	// dec decodes the objects, with the resource's selectable fields.
+	// Only the reflector's list and watch calls, which never overlap,
+	// use it and the fields below.
+	dec *objectDecoder
 	// pageSize is the limit of each page of a Table list.
 	pageSize int
 
@@ -90,12 +94,27 @@ type listWatch struct {
 	// again when its Table has others; the queue hands them to the
 	// processor with the list (see boundedFIFO.Replace).
 	columns atomic.Pointer[Columns]
+
+	// For a custom resource, readCRD reads CRDs: the resource's
+	// selectableFields are read again from its CRD before each list and
+	// at each watch's start but the first after a list (kube-apiserver
+	// rebuilds a CRD's storage when its spec changes, which ends the
+	// watches). fields is the resource's field set, which a change
+	// updates once a list has decoded the objects with it.
+	readCRD           func(ctx context.Context, name string) ([]byte, error)
+	fields            *sharedFields
+	namespaced        bool
+	keepManagedFields bool
+	// pending is a field set a watch's start found, for the next list;
+	// watched says a watch has started since the last list.
+	pending *fieldSet
+	watched bool
 }
 
 var _ cache.ListerWatcherWithContext = (*listWatch)(nil)
 
 func newListWatch(client rest.Interface, gvr schema.GroupVersionResource, dec *objectDecoder, log *zap.Logger) *listWatch {
-	return &listWatch{client: client, path: resourcePath(gvr), dec: dec, log: log, pageSize: tablePageSize}
+	return &listWatch{client: client, gvr: gvr, path: resourcePath(gvr), dec: dec, log: log, pageSize: tablePageSize}
 }
 
 func (lw *listWatch) request(opts *metav1.ListOptions) *rest.Request {
@@ -116,6 +135,17 @@ func (lw *listWatch) usePlain(reason string) {
 
 // ListWithContext implements cache.ListerWithContext.
 func (lw *listWatch) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	fields := lw.refreshFields(ctx)
+	l, err := lw.list(ctx, opts)
+	if err == nil && fields != nil {
+		lw.fields.p.Store(fields)
+		lw.log.Info("the CustomResourceDefinition's selectableFields changed; the objects were listed again with them",
+			zap.Strings("fields", fields.names))
+	}
+	return l, err
+}
+
+func (lw *listWatch) list(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 	if !lw.plain.Load() {
 		l, err := lw.listTable(ctx)
 		if !errors.Is(err, errNoTable) {
@@ -129,6 +159,52 @@ func (lw *listWatch) ListWithContext(ctx context.Context, opts metav1.ListOption
 	}
 	defer body.Close()
 	return lw.dec.decodeList(body)
+}
+
+// refreshFields, before a list of a custom resource, reads its CRD's
+// selectableFields (unless a watch's start just did) and, when they
+// changed, gives lw a decoder that extracts them; it returns the new
+// field set, to be published once the list has succeeded. A CRD that
+// cannot be read leaves the fields as they are.
+func (lw *listWatch) refreshFields(ctx context.Context) *fieldSet {
+	lw.watched = false
+	if lw.readCRD == nil {
+		return nil
+	}
+	set := lw.pending
+	lw.pending = nil
+	if set == nil {
+		s, crd, err := readCRDFields(ctx, lw.readCRD, lw.gvr, lw.namespaced)
+		if err != nil || !crd {
+			return nil
+		}
+		set = s
+	}
+	if set.equal(lw.fields.load()) {
+		return nil
+	}
+	lw.dec = newFieldDecoder(lw.dec.gvk, lw.keepManagedFields, set.fields)
+	return set
+}
+
+// fieldsChanged, at a watch's start (but the first after a list), reads
+// the custom resource's CRD and reports whether its selectableFields
+// changed; the next list then extracts them.
+func (lw *listWatch) fieldsChanged(ctx context.Context) bool {
+	if lw.readCRD == nil {
+		return false
+	}
+	first := !lw.watched
+	lw.watched = true
+	if first {
+		return false
+	}
+	set, crd, err := readCRDFields(ctx, lw.readCRD, lw.gvr, lw.namespaced)
+	if err != nil || !crd || set.equal(lw.fields.load()) {
+		return false
+	}
+	lw.pending = set
+	return true
 }
 
 // errNoTable says the upstream answered a Table request with something
@@ -223,6 +299,11 @@ func (lw *listWatch) listTablePages(ctx context.Context) (*objectList, *Columns,
 
 // WatchWithContext implements cache.WatcherWithContext.
 func (lw *listWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	if lw.fieldsChanged(ctx) {
+		// The reflector lists again (after its backoff), with the new
+		// fields, as after any watch it cannot start.
+		return nil, apierrors.NewResourceExpired("the CustomResourceDefinition's selectableFields changed; listing again")
+	}
 	opts.Watch = true
 	req := lw.request(&opts)
 	table := !lw.plain.Load()

@@ -60,8 +60,7 @@ func servedObjects(tb testing.TB, file, prefix string) func(ns string, i int, rv
 
 // podDecoder decodes Pods as the manager configures the upstream for them.
 func podDecoder() *objectDecoder {
-	gr := schema.GroupResource{Resource: "pods"}
-	return newObjectDecoder(schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, false, extraSelectableFields[gr])
+	return newFieldDecoder(podGVK, false, builtinFieldSet(schema.GroupResource{Resource: "pods"}).fields)
 }
 
 // BenchmarkUpstreamUpdate is what one upstream update of a served Pod
