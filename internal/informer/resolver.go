@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -261,6 +262,11 @@ func (r *resolver) ServerResources() ([]*metav1.APIResourceList, error) {
 	return fresh, err
 }
 
+// crdReadTimeout bounds each read of a CRD (see readCRDFields): when a
+// resource is first resolved, on the way to serving a request, and as
+// its informer lists and watches, where a read that fails is tried again.
+const crdReadTimeout = 10 * time.Second
+
 // fieldsEntry is a resource's field set, once read (ready closed).
 type fieldsEntry struct {
 	ready  chan struct{}
@@ -293,7 +299,8 @@ func (r *resolver) fieldsFor(ctx context.Context, gvr schema.GroupVersionResourc
 		}
 	}
 	// Not under fieldsMu: the read is a request to the apiserver. A
-	// caller that gives up does not fail the others.
+	// caller that gives up does not fail the others, and nobody waits
+	// long for fields on the way to serving a request.
 	set, crd, err := readCRDFields(context.WithoutCancel(ctx), r.readCRD, gvr, namespaced)
 	r.crdError(gvr, err)
 	e.fields = newSharedFields(set, crd)
@@ -323,6 +330,8 @@ func (r *resolver) crdError(gvr schema.GroupVersionResource, err error) {
 // On an error it returns the default field set, crd true.
 func readCRDFields(ctx context.Context, read func(context.Context, string) ([]byte, error),
 	gvr schema.GroupVersionResource, namespaced bool) (set *fieldSet, crd bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, crdReadTimeout)
+	defer cancel()
 	b, err := read(ctx, gvr.Resource+"."+gvr.Group)
 	switch {
 	case apierrors.IsNotFound(err):
