@@ -72,7 +72,7 @@ const (
 // in memory before sending a byte (32 MB at 10,000 Pods).
 //
 // An upstream that does not answer a Table with the objects (an
-// aggregated API server without Tables, another kubegate that ignores
+// aggregated API server without Tables, a server that ignores
 // includeObject, a 406) is read as plain JSON from then on, as the
 // reflector asks, with no cells; this is logged once.
 type listWatch struct {
@@ -135,7 +135,10 @@ func (lw *listWatch) usePlain(reason string) {
 
 // ListWithContext implements cache.ListerWithContext.
 func (lw *listWatch) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-	fields := lw.refreshFields(ctx)
+	var fields *fieldSet
+	if opts.Continue == "" { // not a plain list's next page
+		fields = lw.refreshFields(ctx)
+	}
 	l, err := lw.list(ctx, opts)
 	if err == nil && fields != nil {
 		lw.fields.p.Store(fields)
