@@ -35,6 +35,7 @@ var layers = map[string]struct {
 		"the parameters clients send, and each resource's table schema"},
 	"internal/rows": {[]string{"internal/informer", "internal/cell"},
 		"rows are computed from cached objects; no arrow up to the live tables"},
+	"internal/rows/rowstest": {[]string{"internal/informer"}, "tests' Tables as kube-apiserver printed them"},
 	"internal/namespaces": {[]string{"internal/informer"},
 		"adapts the informer to auth.NamespaceLister, so that auth imports no informer"},
 	"internal/auth":        {[]string{"internal/apistatus"}, "auth asks for what it needs as its own small interfaces"},

@@ -121,6 +121,8 @@ type watchStream struct {
 	kind  string // the resource's kind and apiVersion, for bookmarks
 	apiV  string
 	table func(o *informer.Object) []byte // non-nil for Table watches
+	// tableVersion is a Table watch's meta.k8s.io version, for its bookmarks.
+	tableVersion string
 	// metadata is the meta.k8s.io version of PartialObjectMetadata
 	// events, or "".
 	metadata string
@@ -233,6 +235,17 @@ func (ws *watchStream) mark(rv uint64) {
 
 func (ws *watchStream) bookmark(rv uint64, initialEnd bool) {
 	b, _ := json.Marshal(map[string]any{"kind": ws.kind, "apiVersion": ws.apiV, "metadata": bookmarkMeta(rv, initialEnd)})
+	if ws.table != nil {
+		// A Table, as kube-apiserver sends a bookmark in Table form: one
+		// row holding the bookmark's object. Its cells are empty: kube-
+		// apiserver prints an empty object, which no client reads.
+		t := append([]byte(`{"kind":"Table","apiVersion":"meta.k8s.io/`), ws.tableVersion...)
+		t = append(t, `","metadata":{"resourceVersion":`...)
+		t = appendString(t, strconv.FormatUint(rv, 10))
+		t = append(t, `},"columnDefinitions":null,"rows":[{"cells":[],"object":`...)
+		t = append(t, b...)
+		b = append(t, "}]}"...)
+	}
 	ws.event("BOOKMARK", b, rv)
 }
 
@@ -327,15 +340,21 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 	// same keep-alive connection does not inherit one.
 	defer func() { _ = ws.rc.SetWriteDeadline(time.Time{}) }()
 	if p.table != nil {
-		p.table = p.table.forRequest(info, rq)
 		first := true
-		printer := s.printer(r.Context(), info) // once per stream
+		printer := s.printer(r.Context(), res) // once per stream
+		opts := p.table
 		ws.table = func(o *informer.Object) []byte {
-			t := buildTable(printer, []*informer.Object{o}, p.table, first, s.opts.Clock.Now())
+			// Column definitions on the first event only, as
+			// kube-apiserver sends them.
+			b := appendTable(nil, printer, []*informer.Object{o}, opts, first, s.opts.Clock.Now(), func(b []byte) []byte {
+				b = append(b, `{"resourceVersion":`...)
+				b = appendString(b, o.ResourceVersion)
+				return append(b, '}')
+			})
 			first = false
-			b, _ := json.Marshal(t)
 			return b
 		}
+		ws.tableVersion = opts.version
 	}
 	if p.sse {
 		w.Header().Set("Content-Type", "text/event-stream")

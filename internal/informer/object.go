@@ -29,6 +29,17 @@ type Object struct {
 	// configured otherwise; no newline, no trailing newline (see decode.go).
 	Raw []byte
 
+	// Cells is the object's row as kube-apiserver printed it: the JSON
+	// array of its cells, in Columns.Definitions order; nil when the
+	// resource is not read as a Table.
+	Cells []byte
+	// Columns are the columns Cells follow; nil with Cells.
+	Columns *Columns
+	// RowConditions is the row's conditions as kube-apiserver printed
+	// them (the JSON array; pods that completed or failed have one), nil
+	// for none.
+	RowConditions []byte
+
 	// extra holds additional selectable fields as key, value pairs (for
 	// example "spec.nodeName", "node-1" for pods). A slice, not a map: most
 	// resources have none and pods have a handful.
