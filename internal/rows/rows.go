@@ -3,10 +3,10 @@ package rows
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
