@@ -41,7 +41,7 @@ var layers = map[string]struct {
 	"internal/auth":        {[]string{"internal/apistatus"}, "auth asks for what it needs as its own small interfaces"},
 	"internal/webhook":     {[]string{"internal/informer", "internal/sink"}, "a sink of the informer; configured by its own Spec"},
 	"internal/servingcert": {nil, "a certificate pair from files"},
-	"internal/config": {[]string{"internal/webhook", "internal/ws"},
+	"internal/config": {[]string{"internal/livequery", "internal/webhook", "internal/ws"},
 		"the file's schema composes the parts' own specs and defaults; no part imports it"},
 	"internal/ws": {[]string{"internal/apistatus", "internal/auth", "internal/informer", "internal/livequery",
 		"internal/livequery/feed", "internal/livequery/wire", "internal/rows", "internal/sink"}, "a reader"},

@@ -61,7 +61,7 @@ func startStoppableGateway(t *testing.T, mod func(*Options)) (string, func()) {
 		mod(&opts)
 	}
 	if opts.Tables == nil {
-		opts.Tables = wire.NewTables(mgr, log.Named("livequery"))
+		opts.Tables = wire.NewTables(mgr, log.Named("livequery"), wire.ViewLimits{})
 		// Stopped after the server (cleanups run last first).
 		t.Cleanup(opts.Tables.Run())
 	}

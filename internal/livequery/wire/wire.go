@@ -335,9 +335,16 @@ func sortName(t token) string {
 // columns are read.
 const schemaTimeout = 30 * time.Second
 
+// ViewLimits bound the views (distinct sorts and filters) of each live
+// table; zero fields take livequery's defaults (livequery.Options).
+type ViewLimits struct {
+	MaxViews, MaxViewsPerUser, IdleViews int
+}
+
 // NewTables returns the live tables of the resources mgr serves, each
-// with the columns of the printer that serves its rows (rows.ForResource).
-func NewTables(mgr *informer.Manager, log *zap.Logger) *feed.Tables {
+// with the columns of the printer that serves its rows (rows.ForResource)
+// and the view limits given.
+func NewTables(mgr *informer.Manager, log *zap.Logger, limits ViewLimits) *feed.Tables {
 	return feed.New(feed.Options{
 		Schema: func(ctx context.Context, r *informer.Resource) feed.Schema {
 			// The table outlives the request that creates it: a client
@@ -347,6 +354,7 @@ func NewTables(mgr *informer.Manager, log *zap.Logger) *feed.Tables {
 			defer cancel()
 			p := rows.ForResource(ctx, mgr, r)
 			s := Schema(r.Info, p)
+			s.Table.MaxViews, s.Table.MaxViewsPerOwner, s.Table.IdleViews = limits.MaxViews, limits.MaxViewsPerUser, limits.IdleViews
 			// A relist with other columns (a CRD's printer columns
 			// edited) leaves the table's columns behind.
 			s.Stale = func() bool { return !p.Follows(r.Columns()) }
