@@ -36,6 +36,7 @@ import (
 
 	"kubegate/internal/config"
 	"kubegate/internal/controlplane"
+	httpapi "kubegate/internal/http"
 	"kubegate/internal/testenv"
 	"kubegate/internal/webhook"
 )
@@ -155,6 +156,9 @@ ingress:
   className: nginx
   hosts: [{host: kubegate.example.com, paths: [{path: /, pathType: Prefix}]}]
   tls: [{hosts: [kubegate.example.com], secretName: kubegate-ingress-tls}]
+config:
+  allowedHosts: [dash.example.com]
+  trustedProxies: [10.244.0.0/16]
 `, kinds: []string{"Ingress"}},
 	{name: "hpa-sockets", values: `
 autoscaling:
@@ -585,7 +589,42 @@ func TestHelmConfig(t *testing.T) {
 					t.Errorf("auth.tokenFile %s is not tokens.csv of Secret %s (%v)", cfg.Auth.TokenFile, s, err)
 				}
 			}
+			checkServedNames(t, objs, cfg)
 		})
+	}
+}
+
+// checkServedNames: every name clients reach the gateway by (its
+// Service's, the Ingress's hosts, the certificate's names) passes the
+// gateway's Host check with the rendered config, and other names do
+// not.
+func checkServedNames(t *testing.T, objs []*unstructured.Unstructured, cfg config.Config) {
+	t.Helper()
+	svc := find(t, objs, "Service")
+	fullname, ns := svc.GetName(), svc.GetNamespace()
+	names := []string{fullname, fullname + "." + ns, fullname + "." + ns + ".svc", fullname + "." + ns + ".svc.cluster.local"}
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Ingress":
+			rules, _, _ := unstructured.NestedSlice(o.Object, "spec", "rules")
+			for _, r := range rules {
+				names = append(names, r.(map[string]any)["host"].(string))
+			}
+		case "Certificate":
+			dns, _, _ := unstructured.NestedStringSlice(o.Object, "spec", "dnsNames")
+			names = append(names, dns...)
+		}
+	}
+	policy := &httpapi.HostPolicy{Patterns: cfg.AllowedHosts, AnyAddress: cfg.Auth.Authn != "none"}
+	for _, n := range names {
+		if !policy.Allows(n + ":443") {
+			t.Errorf("clients reach the gateway as %s, which its Host check refuses (allowedHosts %q)", n, cfg.AllowedHosts)
+		}
+	}
+	for _, n := range []string{"rebind.example", fullname + ".rebind.example"} {
+		if policy.Allows(n) {
+			t.Errorf("the Host check accepts %s (allowedHosts %q)", n, cfg.AllowedHosts)
+		}
 	}
 }
 

@@ -123,9 +123,11 @@ func TestGatewaySeesClusterObjects(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
+	// /readyz?verbose counts objects for a caller who may read /metrics:
+	// the admin.
 	objects := regexp.MustCompile(`informer configmaps ok \((\d+) objects\)`)
 	countObjects := func() (string, error) {
-		code, body, err := get(ctx, base+"/readyz?verbose")
+		code, body, err := getAs(ctx, base+"/readyz?verbose", env.Config.BearerToken)
 		if err != nil || code != http.StatusOK {
 			return "", fmt.Errorf("readyz: %d %v %s", code, err, body)
 		}

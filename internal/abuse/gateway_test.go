@@ -37,6 +37,11 @@ const (
 	bystand  = "alice"   // a well-behaved client on the same gateway
 	newcomer = "bob"     // a second identity connecting during an abuse
 	readers  = "kubegate-abuse-readers"
+
+	// Identities of the isolation tests (isolation_test.go).
+	accomplice = "eve"    // a second misbehaving identity, a reader too
+	narrowed   = "nina"   // may read ConfigMaps in one namespace only
+	scraper    = "olivia" // may get /metrics, and read nothing
 )
 
 func TestMain(m *testing.M) {
@@ -44,6 +49,9 @@ func TestMain(m *testing.M) {
 		{Name: abuser, Groups: []string{readers}},
 		{Name: bystand, Groups: []string{readers}},
 		{Name: newcomer, Groups: []string{readers}},
+		{Name: accomplice, Groups: []string{readers}},
+		{Name: narrowed},
+		{Name: scraper},
 	}})
 }
 
@@ -100,6 +108,8 @@ type gateway struct {
 // gatewayOptions changes startGateway's configuration.
 type gatewayOptions struct {
 	config func(*config.Config)
+	// logger, when set, replaces the test logger at warn level.
+	logger *zap.Logger
 }
 
 func startGateway(t *testing.T, o gatewayOptions) *gateway {
@@ -111,9 +121,13 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 	}
 	// Warnings and errors only: a debug line per refused socket would cost
 	// more than the abuse itself under -race.
-	g := gatewaytest.Start(t, cfg, kgateway.Options{Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))})
+	log := o.logger
+	if log == nil {
+		log = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	}
+	g := gatewaytest.Start(t, cfg, kgateway.Options{Logger: log})
 	tokens := map[string]string{}
-	for _, u := range []string{abuser, bystand, newcomer} {
+	for _, u := range []string{abuser, bystand, newcomer, accomplice, narrowed, scraper} {
 		tokens[u] = token(t, u)
 	}
 	return &gateway{addr: g.Addr().String(), reg: g.Registry(), ws: g.WebSocket(), tokens: tokens}

@@ -2,7 +2,6 @@ package auth
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -103,10 +102,5 @@ func must[T any](t *testing.T) func(T, error) T {
 }
 
 func fakeClock() *clocktesting.FakeClock { return clocktesting.NewFakeClock(t0) }
-
-func isCode(err error, code int32) bool {
-	var se apierrors.APIStatus
-	return errors.As(err, &se) && se.Status().Code == code
-}
 
 var _ = context.Background

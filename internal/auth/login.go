@@ -22,8 +22,17 @@ type LoginOptions struct {
 	// AllowedOrigins, as BearerOptions.AllowedOrigins: a login or logout
 	// from any other origin is refused (login CSRF).
 	AllowedOrigins []string
-	// Limiter, when set, limits login attempts per client IP.
-	Limiter *RateLimiter
+	// Failures, when set, limits failed logins per client address (see
+	// FailureBudget, which the API's requests share: a bogus token costs
+	// the same wherever it is sent). Logins with a valid token take
+	// nothing from it, so bogus logins from one address do not refuse
+	// the valid ones of another, nor, once it is spent, a token the
+	// gateway knows to be valid. Default: no limit.
+	Failures *FailureBudget
+	// Users, when set, limits successful logins per user name, whatever
+	// the address they come from (keyed "login:" and the name). Default:
+	// no limit.
+	Users *RateLimiter
 	// Metrics, when set, counts login results (transport "login").
 	Metrics *Metrics
 	// Logger. Default: no logging. Tokens are never logged.
@@ -74,30 +83,54 @@ func (l *Login) ServeLogin(w http.ResponseWriter, r *http.Request) {
 		apistatus.WriteError(w, err)
 		return
 	}
-	release, st := l.opts.Limiter.Acquire(IdentityKey(r))
-	if st != nil {
-		apistatus.Write(w, st)
-		return
-	}
-	defer release()
 	tok, err := loginToken(r)
-	if err != nil {
-		l.opts.Metrics.authnResult("login", resultFor(err))
-		apistatus.WriteError(w, err)
-		return
-	}
-	u, err := l.opts.Tokens.AuthenticateToken(r.Context(), tok)
-	l.opts.Metrics.authnResult("login", resultFor(err))
-	if err != nil {
-		st := apistatus.FromError(err)
-		if st.Code != http.StatusUnauthorized {
-			l.log.Warn("login: token could not be checked", zap.Error(err))
-			st = apistatus.New(http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "the token could not be checked; try again")
+	var u *User
+	if err == nil {
+		if c, ok := l.opts.Tokens.(CachedTokens); ok {
+			u, _ = c.CachedToken(tok)
 		}
-		w.Header().Set("WWW-Authenticate", `Bearer realm="kubegate"`)
+	}
+	if u == nil {
+		refund, st := l.opts.Failures.Take(SourceKey(requestSource(r)))
+		if st != nil {
+			l.opts.Metrics.authnResult("login", "limited")
+			apistatus.Write(w, st)
+			return
+		}
+		if err != nil {
+			l.opts.Metrics.authnResult("login", resultFor(err))
+			apistatus.WriteError(w, err)
+			return
+		}
+		u, err = l.opts.Tokens.AuthenticateToken(r.Context(), tok)
+		l.opts.Metrics.authnResult("login", resultFor(err))
+		if err == nil || !isCode(err, http.StatusUnauthorized) {
+			refund()
+		}
+		if err != nil {
+			st := apistatus.FromError(err)
+			switch st.Code {
+			case http.StatusUnauthorized, http.StatusTooManyRequests:
+			default:
+				l.log.Warn("login: token could not be checked", zap.Error(err))
+				st = apistatus.New(http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "the token could not be checked; try again")
+			}
+			if st.Code == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="kubegate"`)
+			}
+			apistatus.Write(w, st)
+			return
+		}
+	} else {
+		l.opts.Metrics.authnResult("login", "success")
+	}
+	release, st := l.opts.Users.Acquire("login:" + u.Name)
+	if st != nil {
+		l.opts.Metrics.limitedLogin()
 		apistatus.Write(w, st)
 		return
 	}
+	release()
 	http.SetCookie(w, &http.Cookie{
 		Name: CookieName, Value: tok, Path: "/",
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secureRequest(r),

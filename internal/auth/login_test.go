@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func newTestLogin(t *testing.T) *Login {
@@ -109,14 +111,52 @@ func TestLoginRefusals(t *testing.T) {
 	}
 }
 
-func TestLoginRateLimitedPerAddress(t *testing.T) {
-	l := must[*Login](t)(NewLogin(LoginOptions{Tokens: userTokens{}, Limiter: NewRateLimiter(RateLimitOptions{QPS: 1, Burst: 2}, nil)}))
-	codes := []int{}
-	for range 3 {
-		codes = append(codes, postLogin(l, "token=guess", "application/x-www-form-urlencoded", nil).Code)
+// TestLoginLimits: failed logins are limited per client address, and
+// successful ones per user name. Bogus logins from one address spend
+// only that address's budget; a valid token the authenticator knows
+// (a token file's) logs in even from an address whose budget is spent.
+func TestLoginLimits(t *testing.T) {
+	tokens := must[*TokenFile](t)(ParseTokenFile(strings.NewReader("good,alice,a-1\n")))
+	clk := fakeClock()
+	l := must[*Login](t)(NewLogin(LoginOptions{
+		Tokens:   tokens,
+		Failures: NewFailureBudget(FailureBudgetOptions{QPS: 1, Burst: 2, clock: clk}),
+		Users:    NewRateLimiter(RateLimitOptions{QPS: 1, Burst: 2, clock: clk}, nil),
+	}))
+	from := func(addr string) func(*http.Request) { return func(r *http.Request) { r.RemoteAddr = addr + ":1234" } }
+	login := func(tok, addr string) *httptest.ResponseRecorder {
+		return postLogin(l, "token="+tok, "application/x-www-form-urlencoded", from(addr))
 	}
-	if codes[0] != 401 || codes[1] != 401 || codes[2] != 429 {
-		t.Fatalf("codes %v, want 401 401 429", codes)
+	var codes []int
+	for range 3 {
+		codes = append(codes, login("guess", "192.0.2.1").Code)
+	}
+	if !slices.Equal(codes, []int{401, 401, 429}) {
+		t.Fatalf("bogus logins from one address: %v, want 401 401 429", codes)
+	}
+	if w := login("guess", "192.0.2.1"); w.Header().Get("Retry-After") != "1" || !strings.Contains(w.Body.String(), `"code":429`) {
+		t.Fatalf("refusal: Retry-After %q, %s", w.Header().Get("Retry-After"), w.Body)
+	}
+	if w := login("guess", "198.51.100.7"); w.Code != 401 {
+		t.Fatalf("a bogus login from another address: %d, want 401", w.Code)
+	}
+	if w := login("good", "192.0.2.1"); w.Code != 200 {
+		t.Fatalf("a valid login from the address whose budget is spent: %d %s", w.Code, w.Body)
+	}
+	// alice has logged in once; one more within her burst, then 429
+	// from any address.
+	if w := login("good", "198.51.100.7"); w.Code != 200 {
+		t.Fatalf("alice's second login: %d", w.Code)
+	}
+	if w := login("good", "203.0.113.9"); w.Code != 429 || !strings.Contains(w.Body.String(), "rate limit") {
+		t.Fatalf("alice's third login at once: %d %s, want 429", w.Code, w.Body)
+	}
+	clk.Step(time.Second)
+	if w := login("good", "203.0.113.9"); w.Code != 200 {
+		t.Fatalf("alice a second later: %d", w.Code)
+	}
+	if w := login("guess", "192.0.2.1"); w.Code != 401 {
+		t.Fatalf("a bogus login a second later: %d, want 401 (one more allowed)", w.Code)
 	}
 }
 

@@ -1,16 +1,23 @@
 package auth
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Metrics counts authentication and authorization decisions, cache hits
 // and rate-limited requests. A nil *Metrics records nothing, so every
 // Options.Metrics field is optional.
 type Metrics struct {
-	authn       *prometheus.CounterVec
-	authz       *prometheus.CounterVec
-	cache       *prometheus.CounterVec
-	reviews     *prometheus.CounterVec
-	rateLimited *prometheus.CounterVec
+	authn        *prometheus.CounterVec
+	authz        *prometheus.CounterVec
+	cache        *prometheus.CounterVec
+	reviews      *prometheus.CounterVec
+	rateLimited  *prometheus.CounterVec
+	queueRefused *prometheus.CounterVec
+	queueWait    prometheus.Histogram
+	suppressed   *prometheus.CounterVec
 }
 
 // NewMetrics registers the auth metrics with reg.
@@ -18,7 +25,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		authn: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubegate_auth_authentications_total",
-			Help: "Authentication attempts by credential transport (header, protocol, cookie, none) and result (success, failure, error, refused).",
+			Help: "Authentication attempts by credential transport (header, protocol, cookie, none, login) and result (success, failure, error, refused, limited).",
 		}, []string{"transport", "result"}),
 		authz: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubegate_auth_authorizations_total",
@@ -34,10 +41,23 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"kind", "result"}),
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubegate_auth_rate_limited_total",
-			Help: "Requests answered 429, by limit (rate, inflight).",
+			Help: "Requests answered 429, by limit (rate, inflight, failed_credentials, login).",
 		}, []string{"limit"}),
+		queueRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubegate_auth_review_queue_rejected_total",
+			Help: "Reviews refused by the fair review queues, by reason (queue_full, timeout).",
+		}, []string{"reason"}),
+		queueWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "kubegate_auth_review_queue_wait_seconds",
+			Help:    "Time reviews waited in the fair review queues for a seat (those that waited).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
+		}),
+		suppressed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubegate_auth_log_suppressed_total",
+			Help: "Log lines about failed reviews and authentications left out of the log and counted in the next line, by message.",
+		}, []string{"message"}),
 	}
-	reg.MustRegister(m.authn, m.authz, m.cache, m.reviews, m.rateLimited)
+	reg.MustRegister(m.authn, m.authz, m.cache, m.reviews, m.rateLimited, m.queueRefused, m.queueWait, m.suppressed)
 	return m
 }
 
@@ -76,5 +96,31 @@ func (m *Metrics) review(kind string, err error) {
 func (m *Metrics) limited(limit string) {
 	if m != nil {
 		m.rateLimited.WithLabelValues(limit).Inc()
+	}
+}
+
+func (m *Metrics) reviewRefused(reason string) {
+	if m != nil {
+		m.queueRefused.WithLabelValues(reason).Inc()
+	}
+}
+
+func (m *Metrics) reviewWaited(d time.Duration) {
+	if m != nil {
+		m.queueWait.Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) logSuppressed(msg string) {
+	if m != nil {
+		m.suppressed.WithLabelValues(msg).Inc()
+	}
+}
+
+// limitedLogin counts a login refused for its user's login rate, beside
+// the refusal the RateLimiter itself counts as "rate".
+func (m *Metrics) limitedLogin() {
+	if m != nil {
+		m.rateLimited.WithLabelValues("login").Inc()
 	}
 }

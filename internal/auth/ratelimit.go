@@ -1,9 +1,9 @@
 package auth
 
 import (
+	"context"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -127,28 +127,80 @@ func tooMany(msg string, retry time.Duration) *metav1.Status {
 }
 
 // Middleware limits requests by their authenticated user (see UserFrom),
-// or by client IP for the anonymous user and unauthenticated requests.
+// or by client address for the anonymous user and unauthenticated
+// requests. The reviews a request causes (SubjectAccessReviews, token
+// re-validations) are charged to the same identity as they are made: see
+// chargeReview.
 func (l *RateLimiter) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		release, st := l.Acquire(IdentityKey(r))
+		key := IdentityKey(r)
+		release, st := l.Acquire(key)
 		if st != nil {
 			apistatus.Write(w, st)
 			return
 		}
 		defer release()
+		if l != nil && l.opts.QPS > 0 {
+			r = r.WithContext(context.WithValue(r.Context(), chargeKey{}, &charger{l: l, key: key}))
+		}
 		next.ServeHTTP(w, r)
 	})
 }
 
+// chargeKey is the context key of a request's *charger.
+type chargeKey struct{}
+
+// charger charges reviews to the identity key of a RateLimiter.
+type charger struct {
+	l   *RateLimiter
+	key string
+}
+
+func chargeFrom(ctx context.Context) *charger {
+	c, _ := ctx.Value(chargeKey{}).(*charger)
+	return c
+}
+
+// chargeReview counts one review against the rate of the identity whose
+// request (or stream) ctx belongs to, so that a user's rate limit counts
+// the reviews it causes, not only its requests: a request that costs a
+// namespace scan costs one token per review. The review is made whatever
+// the bucket holds (the request has been admitted); a bucket taken below
+// zero refuses the identity's next requests until it has refilled.
+func chargeReview(ctx context.Context) {
+	c := chargeFrom(ctx)
+	if c == nil {
+		return
+	}
+	l := c.l
+	now := l.opts.clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.ids[c.key]
+	if e == nil {
+		e = &limiterEntry{lim: rate.NewLimiter(rate.Limit(l.opts.QPS), l.opts.Burst)}
+		l.ids[c.key] = e
+	}
+	e.lim.ReserveN(now, 1)
+}
+
 // IdentityKey is the rate-limit key of r: its user's name and UID, or its
-// client IP when it has none or is anonymous.
+// client address (SourceKey of the address WithSource stored, else of
+// the peer) when it has none or is anonymous.
 func IdentityKey(r *http.Request) string {
 	if u := UserFrom(r.Context()); u != nil && u.Name != AnonymousUser.Name {
 		return "user:" + strconv.Quote(u.Name) + ":" + strconv.Quote(u.UID)
 	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
+	return "ip:" + SourceKey(requestSource(r))
+}
+
+// flowOf names the flow the review queues file a review of u under: the
+// user, or the client address for the anonymous user and callers not
+// authenticated yet (u nil).
+func flowOf(ctx context.Context, u *User) string {
+	if u != nil && u.Name != AnonymousUser.Name {
+		return "user:" + u.Name
 	}
-	return "ip:" + host
+	a, _ := SourceFrom(ctx)
+	return "source:" + SourceKey(a)
 }

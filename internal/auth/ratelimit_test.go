@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
 )
 
 func TestRateLimiterRate(t *testing.T) {
@@ -109,5 +111,47 @@ func TestRateLimiterDisabled(t *testing.T) {
 			}
 			release()
 		}
+	}
+}
+
+// TestReviewsCountAgainstTheRate: the reviews a request causes are
+// charged to its identity's rate, so a request that costs many reviews
+// leaves fewer requests for its identity, and none for the others'.
+func TestReviewsCountAgainstTheRate(t *testing.T) {
+	clk := fakeClock()
+	l := NewRateLimiter(RateLimitOptions{QPS: 10, Burst: 10, clock: clk}, nil)
+	s := newReviewServer()
+	s.allow = func(spec authorizationv1.SubjectAccessReviewSpec) bool {
+		return spec.ResourceAttributes.Namespace == "ns-a"
+	}
+	sar := newTestSAR(t, s, SubjectAccessReviewOptions{clock: clk, Namespaces: staticNamespaces("ns-a", "ns-b", "ns-c", "ns-d", "ns-e", "ns-f", "ns-g", "ns-h")})
+	var codes []int
+	h := l.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := sar.Authorize(r.Context(), alice, Request{Verb: "list", Resource: podsGVR, Namespaced: true}); err != nil {
+			t.Fatal(err)
+		}
+	}))
+	do := func(u *User) int {
+		r := httptest.NewRequest(http.MethodGet, "/api/v1/pods", nil)
+		r = r.WithContext(WithUser(r.Context(), u))
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	// The first request costs 9 reviews (the cluster and eight
+	// namespaces): with itself, all ten of alice's burst.
+	codes = append(codes, do(alice), do(alice))
+	if codes[0] != 200 || codes[1] != 429 {
+		t.Fatalf("codes %v, want 200 then 429: the scan's reviews count", codes)
+	}
+	if n := s.accessReviews.Load(); n != 9 {
+		t.Fatalf("%d reviews, want 9", n)
+	}
+	if code := do(&User{Name: "bob"}); code != 200 {
+		t.Fatalf("another user: %d", code)
+	}
+	clk.Step(time.Second) // ten tokens back, the scan cached
+	if code := do(alice); code != 200 {
+		t.Fatalf("alice a second later: %d", code)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/singleflight"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
@@ -35,6 +36,16 @@ type NamespaceLister interface {
 	NamespaceNames(ctx context.Context) ([]string, error)
 }
 
+// ObjectLocator tells, from the gateway's cache, in which namespaces an
+// object of a given name exists, so that a cluster-wide list of one name
+// is reviewed only in the namespaces that could answer it.
+type ObjectLocator interface {
+	// NamespacesHolding returns the namespaces holding an object of
+	// resource named name; ok is false when it cannot tell (the resource
+	// is not cached yet). It must not start caching anything.
+	NamespacesHolding(ctx context.Context, resource schema.GroupVersionResource, name string) (namespaces []string, ok bool)
+}
+
 // NamespaceListerFunc adapts a function to NamespaceLister.
 type NamespaceListerFunc func(ctx context.Context) ([]string, error)
 
@@ -49,6 +60,15 @@ type SubjectAccessReviewOptions struct {
 	// by users allowed only in some namespaces. Default: none, and such
 	// requests are forbidden as the apiserver would forbid them.
 	Namespaces NamespaceLister
+	// Objects, when set, narrows a cluster-wide list of one name (a
+	// metadata.name field selector) by reviewing only the namespaces
+	// that hold an object of that name, beyond those the user may list
+	// whole. Default: every namespace is reviewed for the name.
+	Objects ObjectLocator
+	// Queue, when set, is where reviews wait for their turn, filed under
+	// the user's flow (the client address for the anonymous user). See
+	// ReviewQueue. Default: no queue.
+	Queue *ReviewQueue
 	// AllowTTL is how long an allow is cached. Default DefaultAllowTTL;
 	// negative disables caching.
 	AllowTTL time.Duration
@@ -93,11 +113,12 @@ type SubjectAccessReviewOptions struct {
 // Options.Namespaces are reviewed (see ScanTTL) for the same verb and
 // name, and the Decision holds those allowed; none allowed is a 403.
 type SubjectAccessReview struct {
-	opts    SubjectAccessReviewOptions
-	log     *zap.Logger
-	answers *expiringCache[answer]
-	scans   *expiringCache[[]string] // namespaces allowed at the last scan
-	flight  singleflight.Group
+	opts      SubjectAccessReviewOptions
+	log       *zap.Logger
+	failedLog *logThrottle
+	answers   *expiringCache[answer]
+	scans     *expiringCache[[]string] // namespaces allowed at the last scan
+	flight    singleflight.Group
 }
 
 // NewSubjectAccessReview returns a SubjectAccessReview authorizer.
@@ -130,10 +151,11 @@ func NewSubjectAccessReview(opts SubjectAccessReviewOptions) (*SubjectAccessRevi
 		opts.clock = clock.RealClock{}
 	}
 	return &SubjectAccessReview{
-		opts:    opts,
-		log:     opts.Logger,
-		answers: newExpiringCache[answer](opts.clock, opts.MaxEntries),
-		scans:   newExpiringCache[[]string](opts.clock, opts.MaxEntries),
+		opts:      opts,
+		log:       opts.Logger,
+		failedLog: newLogThrottle(opts.Logger, "SubjectAccessReview failed; denying", opts.clock, opts.Metrics),
+		answers:   newExpiringCache[answer](opts.clock, opts.MaxEntries),
+		scans:     newExpiringCache[[]string](opts.clock, opts.MaxEntries),
 	}, nil
 }
 
@@ -154,6 +176,28 @@ func (a *SubjectAccessReview) Authorize(ctx context.Context, u *User, req Reques
 		return Decision{}, err
 	}
 	uk := identityKey(u)
+	if req.Name != "" {
+		// What a user may read whole, they may read one name of: the
+		// answer for every name serves all names, so random names cost
+		// no review each. (kube-apiserver reviews each name, and RBAC
+		// allows a name wherever it allows every name.)
+		unnamed := req
+		unnamed.Name = ""
+		ans, err := a.check(ctx, u, uk, unnamed)
+		if err != nil {
+			a.opts.Metrics.authzResult(req.Verb, "error")
+			return Decision{}, err
+		}
+		if ans.allowed {
+			a.opts.Metrics.authzResult(req.Verb, "allow")
+			return Decision{}, nil
+		}
+		if req.Verb == "list" && a.narrows(req) && a.opts.Objects != nil {
+			if holders, ok := a.opts.Objects.NamespacesHolding(ctx, req.Resource, req.Name); ok {
+				return a.narrowNamedList(ctx, u, uk, req, holders)
+			}
+		}
+	}
 	ans, err := a.check(ctx, u, uk, req)
 	if err != nil {
 		a.opts.Metrics.authzResult(req.Verb, "error")
@@ -163,7 +207,7 @@ func (a *SubjectAccessReview) Authorize(ctx context.Context, u *User, req Reques
 		a.opts.Metrics.authzResult(req.Verb, "allow")
 		return Decision{}, nil
 	}
-	if !narrowable(req) || a.opts.Namespaces == nil {
+	if !a.narrows(req) {
 		a.opts.Metrics.authzResult(req.Verb, "deny")
 		return Decision{}, forbidden(u, req, ans.reason)
 	}
@@ -172,13 +216,71 @@ func (a *SubjectAccessReview) Authorize(ctx context.Context, u *User, req Reques
 		a.opts.Metrics.authzResult(req.Verb, "error")
 		return Decision{}, err
 	}
+	return a.restricted(u, req, set, ans.reason)
+}
+
+// restricted is the decision for req narrowed to set: a 403, worded as
+// the apiserver words the denial of req as asked (for reason), when set
+// is empty.
+func (a *SubjectAccessReview) restricted(u *User, req Request, set sets.Set[string], reason string) (Decision, error) {
 	if set.Len() == 0 {
-		// Denied as the apiserver denies the request as asked.
 		a.opts.Metrics.authzResult(req.Verb, "deny")
-		return Decision{}, forbidden(u, req, ans.reason)
+		return Decision{}, forbidden(u, req, reason)
 	}
 	a.opts.Metrics.authzResult(req.Verb, "restricted")
 	return Decision{Namespaces: set}, nil
+}
+
+// narrowNamedList decides a cluster-wide list of one name (req.Name)
+// that the user may not make for every name, from holders, the
+// namespaces where an object of that name exists. The list can only
+// return objects of holders, so only those need deciding: those where
+// the user may list every name (the user's namespace set for req
+// without the name, which is cached) need no review; the others are
+// reviewed for the name, after the cluster-wide review for the name.
+// A list of a name that exists nowhere the user may read it is a 403,
+// whether it exists elsewhere or not, so the answer tells nothing of
+// objects the user may not read.
+func (a *SubjectAccessReview) narrowNamedList(ctx context.Context, u *User, uk string, req Request, holders []string) (Decision, error) {
+	unnamed := req
+	unnamed.Name = ""
+	base, err := a.namespaceSet(ctx, u, uk, unnamed)
+	if err != nil {
+		a.opts.Metrics.authzResult(req.Verb, "error")
+		return Decision{}, err
+	}
+	var need []string
+	for _, ns := range holders {
+		if !base.Has(ns) {
+			need = append(need, ns)
+		}
+	}
+	if len(need) == 0 && base.Len() > 0 {
+		// Every object of that name is where the user may list all.
+		a.opts.Metrics.authzResult(req.Verb, "restricted")
+		return Decision{Namespaces: base}, nil
+	}
+	ans, err := a.check(ctx, u, uk, req)
+	if err != nil {
+		a.opts.Metrics.authzResult(req.Verb, "error")
+		return Decision{}, err
+	}
+	if ans.allowed {
+		a.opts.Metrics.authzResult(req.Verb, "allow")
+		return Decision{}, nil
+	}
+	extra, err := a.allowedAmong(ctx, u, uk, req, need)
+	if err != nil {
+		a.opts.Metrics.authzResult(req.Verb, "error")
+		return Decision{}, err
+	}
+	return a.restricted(u, req, base.Insert(extra...), ans.reason)
+}
+
+// narrows reports whether a denied req is narrowed to the namespaces
+// allowed instead of refused.
+func (a *SubjectAccessReview) narrows(req Request) bool {
+	return narrowable(req) && a.opts.Namespaces != nil
 }
 
 // narrowable reports whether req may be narrowed to a namespace set. A
@@ -232,6 +334,16 @@ func (a *SubjectAccessReview) review(ctx context.Context, u *User, key string,
 	attrs func(*authorizationv1.SubjectAccessReviewSpec), what zap.Field) (answer, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.opts.Timeout)
 	defer cancel()
+	release, err := a.opts.Queue.Acquire(ctx, flowOf(ctx, u))
+	if err != nil {
+		if errors.Is(err, ErrReviewQueueFull) {
+			return answer{}, err // 429: the caller retries later
+		}
+		a.failedLog.Warn(zap.String("user", u.Name), what, zap.Error(err))
+		return answer{}, unavailable("authorization")
+	}
+	defer release()
+	chargeReview(ctx)
 	spec := authorizationv1.SubjectAccessReviewSpec{User: u.Name, UID: u.UID, Groups: u.Groups}
 	attrs(&spec)
 	if len(u.Extra) > 0 {
@@ -244,7 +356,7 @@ func (a *SubjectAccessReview) review(ctx context.Context, u *User, key string,
 		&authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
 	a.opts.Metrics.review("subjectaccessreview", err)
 	if err != nil {
-		a.log.Warn("SubjectAccessReview failed; denying", zap.String("user", u.Name), what, zap.Error(err))
+		a.failedLog.Warn(zap.String("user", u.Name), what, zap.Error(err))
 		return answer{}, unavailable("authorization")
 	}
 	ans := answer{allowed: rev.Status.Allowed && !rev.Status.Denied, reason: rev.Status.Reason}
@@ -260,8 +372,28 @@ func (a *SubjectAccessReview) review(ctx context.Context, u *User, key string,
 // scans every namespace at most once per ScanTTL and remembers those
 // allowed; in between it re-checks only those (each check cached as
 // usual), so a revoked namespace drops out within AllowTTL while the
-// denied majority is not asked again until the next scan.
+// denied majority is not asked again until the next scan. For a request
+// of one name it starts from the set for every name (cached as well),
+// and scans for the name only the namespaces outside it.
 func (a *SubjectAccessReview) namespaceSet(ctx context.Context, u *User, uk string, req Request) (sets.Set[string], error) {
+	if req.Name == "" {
+		return a.scanSet(ctx, u, uk, req, nil)
+	}
+	unnamed := req
+	unnamed.Name = ""
+	base, err := a.scanSet(ctx, u, uk, unnamed, nil)
+	if err != nil {
+		return nil, err
+	}
+	extra, err := a.scanSet(ctx, u, uk, req, base)
+	if err != nil {
+		return nil, err
+	}
+	return base.Union(extra), nil
+}
+
+// scanSet is namespaceSet for req among the namespaces not in skip.
+func (a *SubjectAccessReview) scanSet(ctx context.Context, u *User, uk string, req Request, skip sets.Set[string]) (sets.Set[string], error) {
 	key := "ns\x00" + requestKey(uk, req)
 	candidates, hit := a.scans.get(key)
 	a.opts.Metrics.cacheLookup("namespaces", hit)
@@ -273,6 +405,9 @@ func (a *SubjectAccessReview) namespaceSet(ctx context.Context, u *User, uk stri
 			if err != nil {
 				a.log.Warn("cannot list namespaces; denying the cluster-wide request", zap.String("user", u.Name), zap.Stringer("request", req), zap.Error(err))
 				return nil, unavailable("the namespace list")
+			}
+			if skip.Len() > 0 {
+				names = slices.DeleteFunc(slices.Clone(names), skip.Has)
 			}
 			allowed, err := a.allowedAmong(ctx, u, uk, req, names)
 			if err != nil {
@@ -299,7 +434,7 @@ func (a *SubjectAccessReview) namespaceSet(ctx context.Context, u *User, uk stri
 	if err != nil {
 		return nil, err
 	}
-	if len(allowed) == 0 {
+	if len(allowed) == 0 && len(candidates) > 0 {
 		a.scans.delete(key) // everything revoked: look again next time
 	}
 	return sets.New(allowed...), nil

@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"testing"
@@ -41,22 +42,27 @@ func newTestSAR(t *testing.T, s *reviewServer, opts SubjectAccessReviewOptions) 
 	return must[*SubjectAccessReview](t)(NewSubjectAccessReview(opts))
 }
 
+// TestSARSendsTheWholeIdentity: a review asks about the caller's user,
+// UID, groups and extra. A request of one name is first asked about for
+// every name (which serves all names), then, denied, for its name.
 func TestSARSendsTheWholeIdentity(t *testing.T) {
 	s := newReviewServer()
-	s.allow = func(authorizationv1.SubjectAccessReviewSpec) bool { return true }
+	s.allow = func(spec authorizationv1.SubjectAccessReviewSpec) bool { return spec.ResourceAttributes.Name == "p" }
 	a := newTestSAR(t, s, SubjectAccessReviewOptions{})
 	req := Request{Verb: "get", Resource: podsGVR, Namespaced: true, Namespace: "ns-a", Name: "p"}
 	if _, err := a.Authorize(context.Background(), alice, req); err != nil {
 		t.Fatal(err)
 	}
-	want := authorizationv1.SubjectAccessReviewSpec{
-		User: "alice", UID: "a-1", Groups: []string{"devs", "system:authenticated"},
-		Extra: map[string]authorizationv1.ExtraValue{"scopes": {"x", "y"}},
-		ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Namespace: "ns-a", Verb: "get", Version: "v1", Resource: "pods", Name: "p",
-		},
+	want := func(name string) authorizationv1.SubjectAccessReviewSpec {
+		return authorizationv1.SubjectAccessReviewSpec{
+			User: "alice", UID: "a-1", Groups: []string{"devs", "system:authenticated"},
+			Extra: map[string]authorizationv1.ExtraValue{"scopes": {"x", "y"}},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: "ns-a", Verb: "get", Version: "v1", Resource: "pods", Name: name,
+			},
+		}
 	}
-	if diff := cmp.Diff([]authorizationv1.SubjectAccessReviewSpec{want}, s.specs); diff != "" {
+	if diff := cmp.Diff([]authorizationv1.SubjectAccessReviewSpec{want(""), want("p")}, s.specs); diff != "" {
 		t.Fatalf("specs (-want +got):\n%s", diff)
 	}
 }
@@ -330,7 +336,7 @@ func TestSARNarrowsNamedRequests(t *testing.T) {
 		}
 	}
 	for _, spec := range s.specs {
-		if ra := spec.ResourceAttributes; ra.Name != "p-1" {
+		if ra := spec.ResourceAttributes; ra.Name != "p-1" && ra.Name != "" {
 			t.Fatalf("reviewed %+v for a request named p-1", ra)
 		}
 	}
@@ -341,5 +347,109 @@ func TestSARNarrowsNamedRequests(t *testing.T) {
 	}
 	if _, err := a.Authorize(ctx, alice, Request{Verb: "list", Resource: podsGVR, Namespaced: true}); !isCode(err, http.StatusForbidden) {
 		t.Fatalf("unnamed: err = %v, want 403", err)
+	}
+}
+
+// objectsAt is an ObjectLocator that finds every name in the namespaces
+// given for it, and knows nothing of resources it is not told about.
+type objectsAt map[string][]string
+
+func (o objectsAt) NamespacesHolding(_ context.Context, _ schema.GroupVersionResource, name string) ([]string, bool) {
+	return o[name], true
+}
+
+// TestSARNamedRequestsReuseWhatIsKnown: requests of one name reuse the
+// decisions for every name. A user who may list pods in ns-a (all names)
+// and pod p-1 in ns-b (resourceNames) lists random names cluster-wide at
+// no review each: no object has those names where the user may not list
+// everything. A name that exists outside ns-a costs a review where it
+// exists; a watch, which may see objects appear anywhere, scans the
+// namespaces outside ns-a for the name, once per name. Gets of any name
+// in ns-a cost no review per name.
+func TestSARNamedRequestsReuseWhatIsKnown(t *testing.T) {
+	s := newReviewServer()
+	var nss []string
+	for i := range 30 {
+		nss = append(nss, fmt.Sprintf("ns-%c", 'a'+i))
+	}
+	s.allow = func(spec authorizationv1.SubjectAccessReviewSpec) bool {
+		ra := spec.ResourceAttributes
+		return spec.User == "alice" && ra.Resource == "pods" && (ra.Namespace == "ns-a" || ra.Namespace == "ns-b" && ra.Name == "p-1")
+	}
+	clk := fakeClock()
+	a := newTestSAR(t, s, SubjectAccessReviewOptions{clock: clk, Namespaces: staticNamespaces(nss...),
+		Objects: objectsAt{"p-1": {"ns-a", "ns-b"}, "p-2": {"ns-c"}}})
+	ctx := context.Background()
+	named := func(verb, name string) Request {
+		return Request{Verb: verb, Resource: podsGVR, Namespaced: true, Name: name}
+	}
+	decide := func(req Request) ([]string, error) {
+		t.Helper()
+		d, err := a.Authorize(ctx, alice, req)
+		return sets.List(d.Namespaces), err
+	}
+	reviews := func() int64 { return s.accessReviews.Load() }
+
+	if got, err := decide(named("list", "random-0")); err != nil || !cmp.Equal(got, []string{"ns-a"}) {
+		t.Fatalf("random-0: %v, %v; want ns-a", got, err)
+	}
+	first := reviews() // the cluster scope for every name, and the scan
+	if first != 1+30 {
+		t.Fatalf("%d reviews for the first list, want 31", first)
+	}
+	for i := range 100 {
+		if got, err := decide(named("list", fmt.Sprint("random-", i))); err != nil || !cmp.Equal(got, []string{"ns-a"}) {
+			t.Fatalf("random-%d: %v, %v", i, got, err)
+		}
+	}
+	if n := reviews() - first; n != 0 {
+		t.Fatalf("%d reviews for 100 lists of random names, want 0", n)
+	}
+	// p-1 exists in ns-b too: the name is reviewed cluster-wide, then in
+	// ns-b, where resourceNames allow it.
+	if got, err := decide(named("list", "p-1")); err != nil || !cmp.Equal(got, []string{"ns-a", "ns-b"}) {
+		t.Fatalf("p-1: %v, %v; want ns-a and ns-b", got, err)
+	}
+	// p-2 exists only in ns-c, where alice may not read it: she lists
+	// ns-a, where it is not.
+	if got, err := decide(named("list", "p-2")); err != nil || !cmp.Equal(got, []string{"ns-a"}) {
+		t.Fatalf("p-2: %v, %v; want ns-a", got, err)
+	}
+	if n := reviews() - first; n != 4 {
+		t.Fatalf("%d reviews for p-1 and p-2, want 4 (each cluster-wide and where it exists)", n)
+	}
+	// A watch of one name: the namespaces outside ns-a are scanned for
+	// it, once.
+	before := reviews()
+	for range 3 {
+		if got, err := decide(named("watch", "p-1")); err != nil || !cmp.Equal(got, []string{"ns-a", "ns-b"}) {
+			t.Fatalf("watch p-1: %v, %v", got, err)
+		}
+	}
+	// The first watch of any name costs the watch's own scan for every
+	// name (the cluster and 30 namespaces); then the cluster scope for
+	// p-1 and the 29 namespaces other than ns-a. The next ones, nothing.
+	if n := reviews() - before; n != 31+1+29 {
+		t.Fatalf("%d reviews for watches of p-1, want 61", n)
+	}
+	// Gets of any name in ns-a.
+	before = reviews()
+	for i := range 50 {
+		if _, err := decide(Request{Verb: "get", Resource: podsGVR, Namespaced: true, Namespace: "ns-a", Name: fmt.Sprint("x-", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := reviews() - before; n != 1 {
+		t.Fatalf("%d reviews for 50 gets of random names, want 1", n)
+	}
+	// A user who may read nothing gets 403 for a name wherever it exists,
+	// or does not.
+	bob := &User{Name: "bob"}
+	for _, name := range []string{"p-2", "nowhere"} {
+		_, err := a.Authorize(ctx, bob, named("list", name))
+		want := fmt.Sprintf(`pods %q is forbidden: User "bob" cannot list resource "pods" in API group "" at the cluster scope`, name)
+		if !isCode(err, http.StatusForbidden) || err.Error() != want {
+			t.Fatalf("bob, %s: %v\nwant %s", name, err, want)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -165,10 +166,24 @@ type TokenAuthenticator interface {
 	AuthenticateToken(ctx context.Context, token string) (*User, error)
 }
 
+// CachedTokens is implemented by TokenAuthenticators that can tell, at
+// no cost, that a token is valid (TokenReview's cache of valid tokens, a
+// token file). Such tokens are never refused for their client address's
+// failures (see FailureBudget).
+type CachedTokens interface {
+	// CachedToken returns token's user if it is known to be valid now.
+	CachedToken(token string) (*User, bool)
+}
+
 // BearerOptions configures NewBearer.
 type BearerOptions struct {
 	// Tokens validates the tokens found. Required.
 	Tokens TokenAuthenticator
+	// Failures, when set, limits the requests with failing credentials
+	// per client address (see FailureBudget); requests whose token
+	// Tokens knows to be valid (CachedTokens) are never refused by it.
+	// Default: no limit.
+	Failures *FailureBudget
 	// AllowedOrigins are origins whose cookie-authenticated requests are
 	// accepted besides the gateway's own (same host as the request):
 	// host patterns such as "dash.example.com" or "*.example.com", or
@@ -206,32 +221,59 @@ func NewBearer(opts BearerOptions) (*Bearer, error) {
 	return &Bearer{opts: opts, log: opts.Logger}, nil
 }
 
-// Authenticate implements Authenticator.
+// Authenticate implements Authenticator. A request whose token is known
+// to be valid (CachedTokens) passes at once. Any other request takes a
+// unit of its client address's failure budget before its credentials are
+// checked, and gets it back if they are valid; with the budget spent it
+// is refused with 429 before anything is checked.
 func (b *Bearer) Authenticate(r *http.Request) (*User, error) {
 	tok, transport, err := ExtractToken(r)
+	if err == nil && transport == TransportNone {
+		err = unauthorized("no credentials: send the header Authorization: Bearer <token> (see docs/auth.md)")
+	}
+	if err == nil && transport == TransportCookie {
+		err = CheckOrigin(r, b.opts.AllowedOrigins)
+	}
+	if err == nil {
+		if c, ok := b.opts.Tokens.(CachedTokens); ok {
+			if u, ok := c.CachedToken(tok); ok {
+				if transport == TransportProtocol {
+					stripBearerProtocol(r)
+				}
+				b.opts.Metrics.authnResult(string(transport), "success")
+				return u, nil
+			}
+		}
+	}
+	refund, st := b.opts.Failures.Take(SourceKey(requestSource(r)))
+	if st != nil {
+		b.opts.Metrics.authnResult(string(transport), "limited")
+		return nil, &apierrors.StatusError{ErrStatus: *st}
+	}
 	if err != nil {
 		b.opts.Metrics.authnResult(string(transport), resultFor(err))
 		return nil, err
-	}
-	if transport == TransportNone {
-		b.opts.Metrics.authnResult(string(transport), "failure")
-		return nil, unauthorized("no credentials: send the header Authorization: Bearer <token> (see docs/auth.md)")
-	}
-	if transport == TransportCookie {
-		if err := CheckOrigin(r, b.opts.AllowedOrigins); err != nil {
-			b.opts.Metrics.authnResult(string(transport), "refused")
-			return nil, err
-		}
 	}
 	if transport == TransportProtocol {
 		stripBearerProtocol(r)
 	}
 	u, err := b.opts.Tokens.AuthenticateToken(r.Context(), tok)
 	b.opts.Metrics.authnResult(string(transport), resultFor(err))
+	if err == nil || !isCode(err, http.StatusUnauthorized) {
+		// Valid, or not checked for reasons of the gateway's own
+		// (apiserver down, review queues full): not the caller's failure.
+		refund()
+	}
 	if err != nil {
 		return nil, err
 	}
 	return u, nil
+}
+
+// isCode reports whether err carries a Status with code.
+func isCode(err error, code int32) bool {
+	var se apierrors.APIStatus
+	return errors.As(err, &se) && se.Status().Code == code
 }
 
 func resultFor(err error) string {
@@ -243,6 +285,8 @@ func resultFor(err error) string {
 		return "refused"
 	case errors.Is(err, ErrReviewFailed):
 		return "error"
+	case errors.Is(err, ErrReviewQueueFull):
+		return "limited"
 	}
 	return "failure"
 }

@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
@@ -174,13 +175,15 @@ func TestTokenCacheKeyIsAHash(t *testing.T) {
 	s.tokens["secret-token-value"] = authenticationv1.UserInfo{Username: "alice"}
 	a := newTestTokenReview(t, s, TokenReviewOptions{})
 	_, _ = a.AuthenticateToken(context.Background(), "secret-token-value")
-	keys := a.cache.lru.Keys()
-	if len(keys) != 1 {
-		t.Fatalf("%d cache entries, want 1", len(keys))
-	}
-	for _, k := range keys {
-		if k == "secret-token-value" || len(k.(string)) != 32 {
-			t.Fatalf("cache key %q is not a SHA-256", k)
+	_, _ = a.AuthenticateToken(context.Background(), "secret-bogus-value")
+	for name, keys := range map[string][]any{"valid": a.valid.lru.Keys(), "rejected": a.rejected.lru.Keys()} {
+		if len(keys) != 1 {
+			t.Fatalf("%d %s cache entries, want 1", len(keys), name)
+		}
+		for _, k := range keys {
+			if k == "secret-token-value" || k == "secret-bogus-value" || len(k.(string)) != 32 {
+				t.Fatalf("%s cache key %q is not a SHA-256", name, k)
+			}
 		}
 	}
 }
@@ -232,5 +235,37 @@ func TestRevalidate(t *testing.T) {
 	var none *User
 	if err := none.Revalidate(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRejectedTokensDoNotEvictValidOnes: a flood of bogus tokens fills the
+// cache of rejected tokens only: a valid token stays cached, and is not
+// reviewed again within its TTL.
+func TestRejectedTokensDoNotEvictValidOnes(t *testing.T) {
+	s := newReviewServer()
+	s.tokens["good"] = authenticationv1.UserInfo{Username: "alice"}
+	a := newTestTokenReview(t, s, TokenReviewOptions{MaxEntries: 10, MaxRejectedEntries: 10})
+	ctx := context.Background()
+	if _, err := a.AuthenticateToken(ctx, "good"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		if _, err := a.AuthenticateToken(ctx, fmt.Sprint("bogus-", i)); !isCode(err, http.StatusUnauthorized) {
+			t.Fatalf("bogus token: %v", err)
+		}
+	}
+	if n := len(a.rejected.lru.Keys()); n != 10 {
+		t.Fatalf("%d rejected tokens cached, want the bound 10", n)
+	}
+	before := s.tokenReviews.Load()
+	if u, ok := a.CachedToken("good"); !ok || u.Name != "alice" {
+		t.Fatal("the valid token left the cache during the flood")
+	}
+	if _, err := a.AuthenticateToken(ctx, "good"); err != nil || s.tokenReviews.Load() != before {
+		t.Fatalf("the valid token was reviewed again (%v)", err)
+	}
+	// A rejected token still cached is refused without a review.
+	if _, err := a.AuthenticateToken(ctx, "bogus-999"); !isCode(err, http.StatusUnauthorized) || s.tokenReviews.Load() != before {
+		t.Fatalf("a cached rejection: %v, %d reviews", err, s.tokenReviews.Load()-before)
 	}
 }

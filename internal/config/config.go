@@ -10,6 +10,7 @@ import (
 	"kubegate/internal/webhook"
 	"kubegate/internal/ws"
 	"net"
+	"net/netip"
 	"os"
 	"path"
 	"strings"
@@ -28,6 +29,23 @@ type Config struct {
 	Listen string `json:"listen,omitempty"`
 	// TLS, when set, serves HTTPS on Listen instead of HTTP.
 	TLS TLS `json:"tls"`
+	// AllowedHosts are the host names requests may name in their Host
+	// header besides loopback names (localhost, *.localhost) and
+	// addresses, as host patterns matched with path.Match
+	// ("kubegate.example.com", "*.example.com"); a request naming any
+	// other host is refused with 403, a guard against DNS rebinding (as
+	// kubectl proxy's --accept-hosts). With authn kubernetes or
+	// token-file, a Host that is an IP address is accepted too: DNS
+	// rebinding needs a name. "*" accepts every host, except with authn
+	// none, where the check cannot be turned off. Default none.
+	AllowedHosts []string `json:"allowedHosts,omitempty"`
+	// TrustedProxies are the CIDRs (or addresses) of the proxies in front
+	// of the gateway, an Ingress controller's say: a request whose peer
+	// is one of them is attributed to the client address it carries in
+	// X-Forwarded-For (or Forwarded), for the limits kept per client
+	// address (failed credentials, /login, anonymous callers' rates and
+	// sockets). Default none: the peer is the client.
+	TrustedProxies []string `json:"trustedProxies,omitempty"`
 	// ShutdownTimeout bounds graceful shutdown. Webhook drains and
 	// WebSocket close handshakes get half of it, at most 5s. Default 15s.
 	ShutdownTimeout Duration  `json:"shutdownTimeout,omitempty"`
@@ -118,6 +136,23 @@ type Auth struct {
 	// UserMaxInflight bounds each user's open requests, watches and
 	// WebSockets included; 0 disables it. Default 500.
 	UserMaxInflight int `json:"userMaxInflight"`
+	// FailedAuthQPS is the sustained rate, per client address, of
+	// requests and logins whose credentials fail (missing, malformed or
+	// rejected); beyond it and FailedAuthBurst such an address is
+	// answered 429 before any review, except for tokens known to be
+	// valid. Defaults 5 and 50.
+	FailedAuthQPS   float64 `json:"failedAuthQPS,omitempty"`
+	FailedAuthBurst int     `json:"failedAuthBurst,omitempty"`
+	// ReviewConcurrency bounds the TokenReviews and SubjectAccessReviews
+	// in flight; the others wait in fair queues, by user (by client
+	// address before authentication). Default 8.
+	ReviewConcurrency int `json:"reviewConcurrency,omitempty"`
+	// ReviewQueueLength bounds each of the 128 review queues; a review
+	// whose queue is full is refused at once with 429. Default 16.
+	ReviewQueueLength int `json:"reviewQueueLength,omitempty"`
+	// ReviewMaxWait bounds a review's wait in its queue before it is
+	// refused with 429. Default 5s.
+	ReviewMaxWait Duration `json:"reviewMaxWait,omitempty"`
 }
 
 // APIServer configures the gateway's own client of kube-apiserver.
@@ -187,9 +222,14 @@ type WebSocket struct {
 	// AllowedOrigins are host patterns browsers may connect from, in
 	// addition to the gateway's own host. Default none.
 	AllowedOrigins []string `json:"allowedOrigins,omitempty"`
-	// MaxSockets bounds open sockets. Default 10000.
+	// MaxSockets bounds open sockets. When they are all taken, a client
+	// holding fewer than the client holding the most still gets one:
+	// that client gives one up (its newest idle socket, else its newest,
+	// closed with 1013). Default 10000.
 	MaxSockets int `json:"maxSockets,omitempty"`
-	// MaxSocketsPerClient bounds sockets per client. Default 100.
+	// MaxSocketsPerClient bounds sockets per client (a user, or a client
+	// address for anonymous callers): each client's share of MaxSockets,
+	// which it cannot exceed. Default 100.
 	MaxSocketsPerClient int `json:"maxSocketsPerClient,omitempty"`
 	// MaxSubscriptionsPerSocket bounds subscriptions per socket. Default 100.
 	MaxSubscriptionsPerSocket int `json:"maxSubscriptionsPerSocket,omitempty"`
@@ -237,6 +277,8 @@ func Default() Config {
 			RecheckInterval:  Duration(5 * time.Second),
 			RecheckGrace:     Duration(60 * time.Second),
 			UserQPS:          50, UserBurst: 200, UserMaxInflight: 500,
+			FailedAuthQPS: 5, FailedAuthBurst: 50,
+			ReviewConcurrency: 8, ReviewQueueLength: 16, ReviewMaxWait: Duration(5 * time.Second),
 		},
 	}
 }
@@ -326,6 +368,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("--tls-cert-file and --tls-private-key-file (tls.certFile, tls.privateKeyFile) go together"))
 	}
 	errs = append(errs, c.Auth.validate(c.Listen)...)
+	errs = append(errs, c.validateHosts()...)
 	if err := webhook.Validate(c.Webhooks); err != nil {
 		errs = append(errs, err)
 	}
@@ -348,6 +391,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("windows.maxViews, maxViewsPerUser and idleViews must not be negative (0 means the default)"))
 	} else if w.MaxViewsPerUser > w.MaxViews && w.MaxViews > 0 {
 		errs = append(errs, fmt.Errorf("windows.maxViewsPerUser (%d) must not exceed windows.maxViews (%d)", w.MaxViewsPerUser, w.MaxViews))
+	}
+	if ws.MaxSockets > 0 && ws.MaxSocketsPerClient > ws.MaxSockets {
+		errs = append(errs, fmt.Errorf("websocket.maxSocketsPerClient (%d) is each client's share of websocket.maxSockets (%d): it cannot be larger", ws.MaxSocketsPerClient, ws.MaxSockets))
 	}
 	if ws.CoalesceDelay != nil && *ws.CoalesceDelay < 0 {
 		errs = append(errs, errors.New("websocket.coalesceDelay must not be negative (0 turns coalescing off)"))
@@ -407,7 +453,45 @@ func (a *Auth) validate(listen string) []error {
 	if a.UserQPS < 0 || a.UserBurst < 0 || a.UserMaxInflight < 0 {
 		errs = append(errs, errors.New("auth.userQPS, userBurst and userMaxInflight must not be negative"))
 	}
+	if a.FailedAuthQPS < 0 || a.FailedAuthBurst < 0 {
+		errs = append(errs, errors.New("auth.failedAuthQPS and failedAuthBurst must not be negative (0 means the default)"))
+	}
+	if a.ReviewConcurrency < 0 || a.ReviewQueueLength < 0 || a.ReviewMaxWait < 0 {
+		errs = append(errs, errors.New("auth.reviewConcurrency, reviewQueueLength and reviewMaxWait must not be negative (0 means the default)"))
+	}
 	return errs
+}
+
+// validateHosts checks allowedHosts and trustedProxies.
+func (c *Config) validateHosts() []error {
+	var errs []error
+	for _, p := range c.AllowedHosts {
+		if _, err := path.Match(p, ""); err != nil || p == "" || strings.ContainsAny(p, "/") {
+			errs = append(errs, fmt.Errorf("allowedHosts: %q is not a host pattern (a name such as kubegate.example.com, *.example.com, or an address)", p))
+		}
+		if ok, _ := path.Match(strings.ToLower(p), "any-host.kubegate.invalid"); ok && c.Auth.Authn == "none" {
+			errs = append(errs, fmt.Errorf("allowedHosts: %q accepts every host name, which --authn=none does not allow: without credentials, any web page the browser visits could read the gateway through DNS rebinding; list the names the gateway is reached by", p))
+		}
+	}
+	for _, p := range c.TrustedProxies {
+		if _, err := netip.ParsePrefix(p); err != nil {
+			if _, err := netip.ParseAddr(p); err != nil {
+				errs = append(errs, fmt.Errorf("trustedProxies: %q is not a CIDR (10.0.0.0/8) or an address", p))
+			}
+		}
+	}
+	return errs
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for v := range strings.SplitSeq(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // IsLoopback reports whether the listen address only accepts local
@@ -435,12 +519,16 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 		shutdown   time.Duration
 		minResync  time.Duration
 		apiQPS     float64
+		hosts      string
+		proxies    string
 	)
 	fs.StringVar(&configPath, "config", "", "YAML configuration `file`; flags given on the command line override it")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig `file` (default: in-cluster config, then $KUBECONFIG, then ~/.kube/config)")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "HTTP listen `address`")
 	fs.StringVar(&c.TLS.CertFile, "tls-cert-file", "", "PEM serving certificate `file` (with intermediates); with --tls-private-key-file the gateway serves HTTPS and reloads the files when they change")
 	fs.StringVar(&c.TLS.PrivateKeyFile, "tls-private-key-file", "", "PEM private key `file` of --tls-cert-file")
+	fs.StringVar(&hosts, "allowed-hosts", "", "comma-separated host `patterns` (kubegate.example.com, *.example.com) requests may name in Host besides loopback names and addresses; others are refused (DNS rebinding)")
+	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated `CIDRs` of proxies whose X-Forwarded-For (or Forwarded) names the client address")
 	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "log `level`: debug, info, warn or error")
 	fs.StringVar(&c.Log.Format, "log-format", c.Log.Format, "log `format`: console or json")
 	fs.Float64Var(&apiQPS, "kube-api-qps", float64(c.APIServer.QPS), "requests per second the gateway sends to kube-apiserver, reviews for users included (negative: no client-side limit)")
@@ -530,6 +618,12 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 		if set["user-max-inflight"] {
 			c.Auth.UserMaxInflight = flagged.Auth.UserMaxInflight
 		}
+	}
+	if set["allowed-hosts"] {
+		c.AllowedHosts = splitList(hosts)
+	}
+	if set["trusted-proxies"] {
+		c.TrustedProxies = splitList(proxies)
 	}
 	if set["resources"] {
 		c.Cache.Resources = nil

@@ -99,6 +99,14 @@ func TestBadInput(t *testing.T) {
 		{"negative ws limit", nil, "websocket: {maxSockets: -1}\n", "websocket.maxSockets must not be negative"},
 		{"negative coalesce delay", nil, "websocket: {coalesceDelay: -1ms}\n", "websocket.coalesceDelay must not be negative"},
 		{"bad origin pattern", nil, "websocket: {allowedOrigins: ['[']}\n", `websocket.allowedOrigins: pattern "["`},
+		{"share above the cap", nil, "websocket: {maxSockets: 10, maxSocketsPerClient: 11}\n", "websocket.maxSocketsPerClient (11) is each client's share of websocket.maxSockets (10)"},
+		{"every host without authentication", []string{"--authn=none", "--allowed-hosts", "kubegate.local,*"}, "", `allowedHosts: "*" accepts every host name, which --authn=none does not allow`},
+		{"every host pattern in file without authentication", nil, "auth: {authn: none}\nallowedHosts: ['*.*.*']\n", `"*.*.*" accepts every host name`},
+		{"bad host pattern", nil, "allowedHosts: ['[']\n", `allowedHosts: "[" is not a host pattern`},
+		{"host with a path", []string{"--allowed-hosts", "example.com/x"}, "", `allowedHosts: "example.com/x" is not a host pattern`},
+		{"bad trusted proxy", []string{"--trusted-proxies", "10.0.0.0/8,ingress"}, "", `trustedProxies: "ingress" is not a CIDR`},
+		{"negative failed auth budget", nil, "auth: {failedAuthBurst: -1}\n", "auth.failedAuthQPS and failedAuthBurst must not be negative"},
+		{"negative review queue", nil, "auth: {reviewMaxWait: -1s}\n", "auth.reviewConcurrency, reviewQueueLength and reviewMaxWait must not be negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := tc.args
@@ -179,6 +187,33 @@ func TestAuthFlags(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, c.Auth); diff != "" {
 				t.Fatalf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestHostsAndProxies: --allowed-hosts and --trusted-proxies are lists,
+// read from the file and overridden by the flags.
+func TestHostsAndProxies(t *testing.T) {
+	file := writeFile(t, "allowedHosts: [a.example.com]\ntrustedProxies: [10.0.0.0/8]\n")
+	for _, tc := range []struct {
+		name           string
+		args           []string
+		hosts, proxies []string
+	}{
+		{name: "default: none"},
+		{name: "file", args: []string{"--config", file}, hosts: []string{"a.example.com"}, proxies: []string{"10.0.0.0/8"}},
+		{name: "flags win over file", args: []string{"--config", file, "--allowed-hosts", " kubegate.example.com, *.apps.example.com ,", "--trusted-proxies", "192.0.2.1,2001:db8::/32"},
+			hosts: []string{"kubegate.example.com", "*.apps.example.com"}, proxies: []string{"192.0.2.1", "2001:db8::/32"}},
+		{name: "every host with authentication", args: []string{"--allowed-hosts", "*"}, hosts: []string{"*"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parse(t, tc.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !cmp.Equal(tc.hosts, c.AllowedHosts) || !cmp.Equal(tc.proxies, c.TrustedProxies) {
+				t.Fatalf("allowedHosts %q, trustedProxies %q; want %q, %q", c.AllowedHosts, c.TrustedProxies, tc.hosts, tc.proxies)
 			}
 		})
 	}

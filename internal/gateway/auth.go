@@ -26,6 +26,7 @@ type authParts struct {
 	authorizer    auth.Authorizer
 	login         *auth.Login // nil for --authn=none
 	limiter       *auth.RateLimiter
+	proxies       *auth.TrustedProxies
 }
 
 // newAuth builds what --authn and --authz ask for. Reviews go to the
@@ -39,6 +40,24 @@ func newAuth(cfg config.Config, kc *rest.Config, mgr *informer.Manager, reg prom
 	p := &authParts{limiter: auth.NewRateLimiter(auth.RateLimitOptions{
 		QPS: c.UserQPS, Burst: c.UserBurst, MaxInflight: c.UserMaxInflight,
 	}, m)}
+	var err error
+	if p.proxies, err = auth.ParseTrustedProxies(cfg.TrustedProxies); err != nil {
+		return nil, err
+	}
+	// Every review, of either kind, waits for its turn in one set of fair
+	// queues, paced at the gateway's client rate (apiserver.qps), so
+	// that the client's own limiter, first come first served, never
+	// makes them wait again.
+	queue, err := auth.NewReviewQueue(auth.ReviewQueueOptions{
+		Concurrency: c.ReviewConcurrency, QueueLength: c.ReviewQueueLength, MaxWait: time.Duration(c.ReviewMaxWait),
+		QPS: float64(cfg.APIServer.QPS), Burst: cfg.APIServer.Burst, Metrics: m,
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Failed credentials are limited per client address, on the API and
+	// at /login alike.
+	failures := auth.NewFailureBudget(auth.FailureBudgetOptions{QPS: c.FailedAuthQPS, Burst: c.FailedAuthBurst, Metrics: m})
 
 	var tokens auth.TokenAuthenticator
 	switch {
@@ -53,7 +72,7 @@ func newAuth(cfg config.Config, kc *rest.Config, mgr *informer.Manager, reg prom
 		tr, err := auth.NewTokenReview(auth.TokenReviewOptions{
 			Client: client, Audiences: c.Audiences,
 			SuccessTTL: ttl(c.TokenSuccessTTL), FailureTTL: ttl(c.TokenFailureTTL),
-			Metrics: m, Logger: log.Named("tokenreview"),
+			Queue: queue, Metrics: m, Logger: log.Named("tokenreview"),
 		})
 		if err != nil {
 			return nil, err
@@ -81,7 +100,7 @@ func newAuth(cfg config.Config, kc *rest.Config, mgr *informer.Manager, reg prom
 	}
 	if tokens != nil {
 		b, err := auth.NewBearer(auth.BearerOptions{
-			Tokens: tokens, AllowedOrigins: cfg.WebSocket.AllowedOrigins, Metrics: m, Logger: log.Named("authn"),
+			Tokens: tokens, AllowedOrigins: cfg.WebSocket.AllowedOrigins, Failures: failures, Metrics: m, Logger: log.Named("authn"),
 		})
 		if err != nil {
 			return nil, err
@@ -89,9 +108,11 @@ func newAuth(cfg config.Config, kc *rest.Config, mgr *informer.Manager, reg prom
 		p.authenticator = b
 		p.login, err = auth.NewLogin(auth.LoginOptions{
 			Tokens: tokens, AllowedOrigins: cfg.WebSocket.AllowedOrigins, Metrics: m, Logger: log.Named("login"),
-			// Login attempts are limited per client address, more
-			// tightly than reads: each failed guess may cost a review.
-			Limiter: auth.NewRateLimiter(auth.RateLimitOptions{QPS: 1, Burst: 10}, m),
+			// Failed logins spend their address's budget, as failed API
+			// requests do; successful ones are limited per user name (a
+			// login sets a cookie, nothing a user needs often).
+			Failures: failures,
+			Users:    auth.NewRateLimiter(auth.RateLimitOptions{QPS: 1, Burst: 10}, nil),
 		})
 		if err != nil {
 			return nil, err
@@ -105,9 +126,9 @@ func newAuth(cfg config.Config, kc *rest.Config, mgr *informer.Manager, reg prom
 			return nil, err
 		}
 		a, err := auth.NewSubjectAccessReview(auth.SubjectAccessReviewOptions{
-			Client: client, Namespaces: namespaces.FromInformer(mgr),
+			Client: client, Namespaces: namespaces.FromInformer(mgr), Objects: namespaces.FromInformer(mgr),
 			AllowTTL: ttl(c.AllowTTL), DenyTTL: ttl(c.DenyTTL), ScanTTL: ttl(c.NamespaceScanTTL),
-			Metrics: m, Logger: log.Named("authz"),
+			Queue: queue, Metrics: m, Logger: log.Named("authz"),
 		})
 		if err != nil {
 			return nil, err

@@ -203,18 +203,23 @@ func New(cfg config.Config, opts Options) (*Gateway, error) {
 		webHandler = web.Handler()
 	}
 	if g.http, err = httpapi.New(httpapi.Options{
-		Manager:         g.mgr,
-		Tables:          g.tables,
-		Logger:          log.Named("http"),
-		Registry:        g.reg,
-		OpenMetrics:     cfg.Auth.Metrics == "none",
-		Listen:          cfg.Listen,
-		Listener:        opts.Listener,
-		GetCertificate:  getCertificate,
-		Authenticator:   authn.authenticator,
-		Authorizer:      authn.authorizer,
-		Login:           authn.login,
-		RateLimiter:     authn.limiter,
+		Manager:        g.mgr,
+		Tables:         g.tables,
+		Logger:         log.Named("http"),
+		Registry:       g.reg,
+		OpenMetrics:    cfg.Auth.Metrics == "none",
+		Listen:         cfg.Listen,
+		Listener:       opts.Listener,
+		GetCertificate: getCertificate,
+		Authenticator:  authn.authenticator,
+		Authorizer:     authn.authorizer,
+		Login:          authn.login,
+		RateLimiter:    authn.limiter,
+		// Hosts are checked in every mode. A Host that is an address
+		// cannot be a rebinding page's; with credentials required, any
+		// address is accepted (probes and scrapes reach Pods by address).
+		Hosts:           &httpapi.HostPolicy{Patterns: cfg.AllowedHosts, AnyAddress: cfg.Auth.Authn != "none"},
+		TrustedProxies:  authn.proxies,
 		RecheckInterval: time.Duration(cfg.Auth.RecheckInterval),
 		RecheckGrace:    time.Duration(cfg.Auth.RecheckGrace),
 		WebSocket:       g.ws,

@@ -79,6 +79,14 @@ type Options struct {
 	// RateLimiter, when set, limits authenticated requests per user (429
 	// with Retry-After). Default: no limit.
 	RateLimiter *auth.RateLimiter
+	// Hosts, when set, refuses requests whose Host it does not allow
+	// (403), on every path. Default: none, every Host is served; the
+	// gateway always sets one.
+	Hosts *HostPolicy
+	// TrustedProxies finds each request's client address (stored with
+	// auth.WithSource for the limits kept per address). Default: none
+	// trusted, the client address is the connection's peer.
+	TrustedProxies *auth.TrustedProxies
 	// RecheckInterval is how often a live watch stream is re-authorized;
 	// a revoked stream ends within it. Default: 5s.
 	RecheckInterval time.Duration
@@ -210,7 +218,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(middleware.Recoverer, s.metrics.instrument, limitURI)
+	r.Use(middleware.Recoverer, s.metrics.instrument, limitURI, s.checkHost, s.clientAddress)
 	r.Get("/healthz", s.healthz)
 	r.Get("/livez", s.healthz)
 	r.Get("/readyz", s.readyz)
@@ -273,6 +281,14 @@ func limitURI(next http.Handler) http.Handler {
 	})
 }
 
+// clientAddress stores the request's client address (see
+// Options.TrustedProxies) in its context.
+func (s *Server) clientAddress(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(auth.WithSource(r.Context(), s.opts.TrustedProxies.ClientAddr(r))))
+	})
+}
+
 // authenticate stores the caller in the request context or answers 401.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -286,10 +302,18 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		if err != nil {
 			st := apistatus.FromError(err)
-			if st.Code != http.StatusUnauthorized {
+			switch st.Code {
+			case http.StatusUnauthorized:
+			case http.StatusTooManyRequests:
+				// Too many failed credentials from the client's address,
+				// or the review queues are full: 429 with Retry-After.
+				apistatus.Write(w, st)
+				return
+			default:
 				// The credentials could not be checked (apiserver down):
-				// never let the caller in, and say why in the log only.
-				s.log.Warn("authentication failed", zap.Error(err), zap.String("path", r.URL.Path))
+				// never let the caller in. The authenticator logs why, a
+				// line per interval rather than one per request.
+				s.log.Debug("authentication failed", zap.Error(err), zap.String("path", r.URL.Path))
 				st = apistatus.New(http.StatusUnauthorized, "Unauthorized", "Unauthorized")
 			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="kubegate"`)
@@ -323,30 +347,70 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 // requests are not failing, else 503 with a body naming what is not.
 // ?verbose lists every resource; those started on first use are marked
 // "on demand" and do not gate readiness (see informer.Options.Resources).
+//
+// Like kube-apiserver's, the answer names checks and their states only:
+// which resources are cached and whether they are ready. Object counts
+// and errors are for callers who may read /metrics (see mayReadMetrics),
+// which exports them anyway; others get "reason withheld" for errors.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
+	_, verbose := r.URL.Query()["verbose"]
+	ready := s.opts.Manager.Ready()
+	detail := (verbose || ready != nil) && s.mayReadMetrics(r)
 	// The verdict is Manager.Ready's alone; the lines only explain it.
-	b := informerChecks(s.opts.Manager.Status())
-	if err := s.opts.Manager.Ready(); err != nil {
-		fmt.Fprintf(b, "[-]informers: %v\n", err)
+	b := informerChecks(s.opts.Manager.Status(), detail)
+	if ready != nil {
+		if detail {
+			fmt.Fprintf(b, "[-]informers: %v\n", ready)
+		} else {
+			b.WriteString("[-]informers failed: reason withheld\n")
+		}
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte(b.String() + "readyz check failed\n"))
 		return
 	}
-	if _, verbose := r.URL.Query()["verbose"]; verbose {
+	if verbose {
 		_, _ = w.Write([]byte(b.String()))
 	}
 	_, _ = w.Write([]byte("ok\n"))
+}
+
+// mayReadMetrics reports whether r's caller may read /metrics, as that
+// route decides it: always with OpenMetrics; else the caller must be
+// authenticated and allowed get on the path /metrics. A request without
+// credentials is not authenticated at all (no failed-credential budget
+// spent on a probe), unless every caller is anonymous.
+func (s *Server) mayReadMetrics(r *http.Request) bool {
+	if s.opts.OpenMetrics {
+		return true
+	}
+	if _, anonymous := s.opts.Authenticator.(auth.Anonymous); !anonymous {
+		if _, tr, _ := auth.ExtractToken(r); tr == auth.TransportNone {
+			return false
+		}
+	}
+	u, err := s.opts.Authenticator.Authenticate(r)
+	if err != nil {
+		return false
+	}
+	az := s.opts.Authorizer.(auth.NonResourceAuthorizer) // checked by withDefaults
+	return az.AuthorizeNonResource(auth.WithUser(r.Context(), u), u, "get", "/metrics") == nil
 }
 
 // informerChecks renders one /readyz line per informer, marked [-] when it
 // keeps the gateway unready (see informer.Manager.Ready): a resource
 // started on first use does not gate readiness, so its line passes
 // whatever its state, nor does a configured one the apiserver no longer
-// serves.
-func informerChecks(status []informer.ResourceStatus) *strings.Builder {
+// serves. Without detail, the lines hold no object count and no error.
+func informerChecks(status []informer.ResourceStatus, detail bool) *strings.Builder {
 	b := &strings.Builder{}
+	why := func(err string) string {
+		if detail {
+			return err
+		}
+		return "reason withheld"
+	}
 	for _, st := range status {
 		mark, note := "[-]", ""
 		if !st.Gating {
@@ -354,16 +418,20 @@ func informerChecks(status []informer.ResourceStatus) *strings.Builder {
 		}
 		switch {
 		case st.Gone:
-			fmt.Fprintf(b, "[+]informer %s not served by the apiserver (configured; started again once it is): %s\n", st.Resource, st.Error)
-		case st.Synced && st.FailingError != "":
+			fmt.Fprintf(b, "[+]informer %s not served by the apiserver (configured; started again once it is): %s\n", st.Resource, why(st.Error))
+		case st.Synced && st.FailingError != "" && detail:
 			fmt.Fprintf(b, "[+]informer %s ok (%d objects); its requests have failed for %s: %s\n",
 				st.Resource, st.Objects, st.FailingFor.Truncate(time.Second), st.FailingError)
-		case st.Synced:
+		case st.Synced && st.FailingError != "":
+			fmt.Fprintf(b, "[+]informer %s ok; its requests are failing: reason withheld\n", st.Resource)
+		case st.Synced && detail:
 			fmt.Fprintf(b, "[+]informer %s ok (%d objects)\n", st.Resource, st.Objects)
+		case st.Synced:
+			fmt.Fprintf(b, "[+]informer %s ok\n", st.Resource)
 		case st.Error != "":
-			fmt.Fprintf(b, "%sinformer %s failed%s: %s\n", mark, st.Resource, note, st.Error)
+			fmt.Fprintf(b, "%sinformer %s failed%s: %s\n", mark, st.Resource, note, why(st.Error))
 		case st.FailingError != "":
-			fmt.Fprintf(b, "%sinformer %s not synced%s: %s\n", mark, st.Resource, note, st.FailingError)
+			fmt.Fprintf(b, "%sinformer %s not synced%s: %s\n", mark, st.Resource, note, why(st.FailingError))
 		default:
 			fmt.Fprintf(b, "%sinformer %s not synced%s\n", mark, st.Resource, note)
 		}

@@ -76,7 +76,7 @@ func (s *Server) serveSortedList(w http.ResponseWriter, r *http.Request, rq apiR
 	}
 	// The views a list builds count against its user's share.
 	query := livequery.Query{Sort: spec.Sort, Filter: wire.Filter(p.filter, spec.Text),
-		Owner: auth.ClientKey(auth.UserFrom(ctx), r.RemoteAddr)}
+		Owner: auth.ClientKey(auth.UserFrom(ctx), r)}
 	if p.cont != "" {
 		c, err := parseSortedContinue(p.cont, spec.Sort, cols)
 		if err != nil {

@@ -480,6 +480,23 @@ func (m *Manager) WaitForResource(ctx context.Context, name string) (*ResourceIn
 	}
 }
 
+// Started returns the Resource of gvr when its informer has been
+// started, without starting it (see ResourceFor).
+func (m *Manager) Started(gvr schema.GroupVersionResource) (*Resource, bool) {
+	m.mu.Lock()
+	r, ok := m.resources[gvr]
+	m.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	select {
+	case <-r.initDone:
+		return r, r.initErr == nil
+	default:
+		return nil, false
+	}
+}
+
 func (m *Manager) started() []*Resource {
 	m.mu.Lock()
 	defer m.mu.Unlock()

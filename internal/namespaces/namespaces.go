@@ -13,6 +13,8 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"kubegate/internal/informer"
 )
 
@@ -43,4 +45,30 @@ func (l Informer) NamespaceNames(ctx context.Context) ([]string, error) {
 		names[i] = o.Name
 	}
 	return names, nil
+}
+
+// NamespacesHolding returns the namespaces in which an object of
+// resource named name is cached, once both its informer and the
+// namespaces informer have synced; ok is false when it cannot tell
+// (resource not started by a read yet, or not synced). It never starts
+// an informer: it is asked before the caller is authorized. It satisfies
+// auth.ObjectLocator, with one cache lookup per namespace.
+func (l Informer) NamespacesHolding(ctx context.Context, resource schema.GroupVersionResource, name string) ([]string, bool) {
+	r, ok := l.m.Started(resource)
+	if !ok || !r.Synced() {
+		return nil, false
+	}
+	nsGVR := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	nr, ok := l.m.Started(nsGVR)
+	if !ok || !nr.Synced() {
+		return nil, false
+	}
+	nss, _ := nr.List(&informer.Filter{})
+	var out []string
+	for _, ns := range nss {
+		if _, ok := r.Get(ns.Name, name); ok {
+			out = append(out, ns.Name)
+		}
+	}
+	return out, true
 }

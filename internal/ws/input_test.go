@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -290,25 +291,51 @@ func maskedTextFrame(msg string) []byte {
 	return b
 }
 
+// TestSocketLimits: a client gets at most MaxSocketsPerClient sockets
+// (1008 beyond). At MaxSockets, a newcomer holding fewer sockets than
+// the client holding the most is admitted, and that client gives up its
+// newest idle socket (1013, saying why), keeping the one with a
+// subscription; when every client holds about as many, the newcomer is
+// refused (1013).
 func TestSocketLimits(t *testing.T) {
 	env := testenv.Get(t)
+	ns := env.Namespace(t)
 	ts := startServer(t, startManager(t, env.Config, nil), func(o *Options) {
 		o.MaxSockets = 3
 		o.MaxSocketsPerClient = 2
 	})
-	dialAs(t, ts, "alice")
-	dialAs(t, ts, "alice")
+	idle := dialAs(t, ts, "alice")
+	busy := dialAs(t, ts, "alice")
+	busy.send(map[string]any{"type": "subscribe", "id": "s", "resource": "configmaps", "namespace": ns})
+	busy.snapshot("s")
 	testenv.Eventually(t, "two sockets", func() bool { return ts.Sockets() == 2 })
 	if code := dialAs(t, ts, "alice").closeStatus(); code != websocket.StatusPolicyViolation {
 		t.Fatalf("third socket of alice: close %d, want 1008", code)
 	}
 	dialAs(t, ts, "bob")
 	testenv.Eventually(t, "three sockets", func() bool { return ts.Sockets() == 3 })
-	if code := dialAs(t, ts, "carol").closeStatus(); code != websocket.StatusTryAgainLater {
-		t.Fatalf("socket over the total: close %d, want 1013", code)
+
+	carol := dialAs(t, ts, "carol")
+	carol.send(map[string]any{"type": "subscribe", "id": "s", "resource": "configmaps", "namespace": ns})
+	carol.snapshot("s")
+	_, err := idle.read(30 * time.Second)
+	var ce websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.StatusTryAgainLater || !strings.Contains(ce.Reason, "to make room for another client") {
+		t.Fatalf("alice's idle socket: %v, want close 1013 saying why", err)
 	}
-	if n := counterValue(ts.metrics.rejected.WithLabelValues("max_sockets_per_client")); n != 1 {
-		t.Fatalf("rejected per client = %v", n)
+	busy.send(map[string]any{"type": "unsubscribe", "id": "s"})
+	busy.expect("ack", "s")
+	if code := dialAs(t, ts, "dave").closeStatus(); code != websocket.StatusTryAgainLater {
+		t.Fatalf("a socket over the total, every client holding one: close %d, want 1013", code)
+	}
+	testenv.Eventually(t, "three sockets", func() bool { return ts.Sockets() == 3 })
+	for reason, want := range map[string]float64{"max_sockets_per_client": 1, "max_sockets": 1} {
+		if n := counterValue(ts.metrics.rejected.WithLabelValues(reason)); n != want {
+			t.Errorf("rejected %s = %v, want %v", reason, n, want)
+		}
+	}
+	if n := counterValue(ts.metrics.evicted); n != 1 {
+		t.Errorf("evicted = %v, want 1", n)
 	}
 }
 

@@ -12,6 +12,7 @@ type metrics struct {
 	closes        *prometheus.CounterVec
 	rejected      *prometheus.CounterVec
 	clientErrors  *prometheus.CounterVec
+	evicted       prometheus.Counter
 }
 
 // Close reasons counted by kubegate_ws_closes_total.
@@ -23,6 +24,7 @@ const (
 	closePongTimeout  = "pong_timeout"  // no pong within PongTimeout
 	closeSlowConsumer = "slow_consumer" // 4001
 	closeFlood        = "flood"         // requests sent, answers not read
+	closeEvicted      = "evicted"       // 1013: given up to make room for another client's socket
 )
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -53,7 +55,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"reason"}),
 		closes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubegate_ws_closes_total",
-			Help: "Closed WebSocket connections by reason (peer, shutdown, too_big, write_timeout, pong_timeout, slow_consumer, flood).",
+			Help: "Closed WebSocket connections by reason (peer, shutdown, too_big, write_timeout, pong_timeout, slow_consumer, flood, evicted).",
 		}, []string{"reason"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubegate_ws_rejected_total",
@@ -63,9 +65,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "kubegate_ws_error_frames_total",
 			Help: "Error frames sent, by status code.",
 		}, []string{"code"}),
+		evicted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kubegate_ws_evicted_total",
+			Help: "Sockets given up, at the gateway's socket limit, by the client holding the most, to admit a client holding fewer.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.sockets, m.subscriptions, m.frames, m.events, m.bytes, m.resets, m.closes, m.rejected, m.clientErrors)
+		reg.MustRegister(m.sockets, m.subscriptions, m.frames, m.events, m.bytes, m.resets, m.closes, m.rejected, m.clientErrors, m.evicted)
 	}
 	return m
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -44,10 +45,14 @@ type Options struct {
 	// "*.example.com" or "localhost:3000") browsers may connect from, in
 	// addition to the request's own host. Default: none.
 	AllowedOrigins []string
-	// MaxSockets bounds open sockets. Default 10000.
+	// MaxSockets bounds open sockets. When they are all taken, a client
+	// holding fewer sockets than the client holding the most is still
+	// admitted: that client gives one of its sockets up (its newest idle
+	// one, else its newest), closed with 1013. Default 10000.
 	MaxSockets int
-	// MaxSocketsPerClient bounds sockets per user name, or per remote IP
-	// for anonymous callers. Default 100.
+	// MaxSocketsPerClient bounds sockets per user name, or per client
+	// address (auth.SourceKey) for anonymous callers: each client's share
+	// of MaxSockets. Default 100.
 	MaxSocketsPerClient int
 	// MaxSubscriptionsPerSocket bounds active and pending subscriptions
 	// on one socket. Default 100.
@@ -215,10 +220,14 @@ type Server struct {
 	accept   *websocket.AcceptOptions
 	shutdown chan struct{} // closed when Start's context ends
 
-	// mu guards sockets, perClient and closing; wg counts sockets and is
-	// only added to under mu while !closing.
-	mu        sync.Mutex
-	sockets   map[*socket]struct{}
+	// mu guards sockets, counted, perClient and closing, and each
+	// socket's evicted; wg counts sockets and is only added to under mu
+	// while !closing. mu is taken before a socket's own mu, never after.
+	mu      sync.Mutex
+	sockets map[*socket]struct{}
+	// counted is the number of sockets counted against MaxSockets: those
+	// in sockets but the ones given up to make room, which are closing.
+	counted   int
 	perClient map[string]*clientShare
 	closing   bool
 	wg        sync.WaitGroup
@@ -247,8 +256,9 @@ func New(opts Options) (*Server, error) {
 
 // clientShare is what the sockets of one client share.
 type clientShare struct {
-	sockets int
-	budget  *informer.ResyncBudget
+	// socks are the client's counted sockets, oldest first.
+	socks  []*socket
+	budget *informer.ResyncBudget
 }
 
 // Start blocks until ctx ends, then closes every socket with 1001
@@ -339,7 +349,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c.SetReadLimit(s.opts.MaxMessageBytes)
 
-	sock := newSocket(s, c, hj.conn, user, client)
+	sock := newSocket(r.Context(), s, c, hj.conn, user, client)
 	if code, reason := s.register(sock); code != 0 {
 		sock.cancel()
 		_ = c.Close(code, reason)
@@ -374,41 +384,92 @@ func writeRefusal(w http.ResponseWriter, code int, msg string) {
 }
 
 // register admits sock within the limits. It returns a close code and
-// reason when refused.
+// reason when refused. At MaxSockets, a client holding fewer sockets than
+// another makes that other give one up (see evictLocked).
 func (s *Server) register(sock *socket) (websocket.StatusCode, string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	c := s.perClient[sock.client]
+	var evicted *socket
 	switch {
 	case s.closing:
+		s.mu.Unlock()
 		s.metrics.rejected.WithLabelValues("shutting_down").Inc()
 		return websocket.StatusGoingAway, "server shutting down"
-	case len(s.sockets) >= s.opts.MaxSockets:
-		s.metrics.rejected.WithLabelValues("max_sockets").Inc()
-		return websocket.StatusTryAgainLater, fmt.Sprintf("too many sockets on this gateway (limit %d); try again later", s.opts.MaxSockets)
-	case s.perClient[sock.client] != nil && s.perClient[sock.client].sockets >= s.opts.MaxSocketsPerClient:
+	case c != nil && len(c.socks) >= s.opts.MaxSocketsPerClient:
+		s.mu.Unlock()
 		s.metrics.rejected.WithLabelValues("max_sockets_per_client").Inc()
 		return websocket.StatusPolicyViolation, fmt.Sprintf("too many sockets for this client (limit %d)", s.opts.MaxSocketsPerClient)
+	case s.counted >= s.opts.MaxSockets:
+		held := 0
+		if c != nil {
+			held = len(c.socks)
+		}
+		if evicted = s.evictLocked(held); evicted == nil {
+			s.mu.Unlock()
+			s.metrics.rejected.WithLabelValues("max_sockets").Inc()
+			return websocket.StatusTryAgainLater, fmt.Sprintf("too many sockets on this gateway (limit %d); try again later", s.opts.MaxSockets)
+		}
 	}
-	c := s.perClient[sock.client]
 	if c == nil {
 		c = &clientShare{budget: informer.NewResyncBudget(s.opts.ResyncBudget, int(10*s.opts.ResyncBudget))}
 		s.perClient[sock.client] = c
 	}
-	c.sockets++
+	c.socks = append(c.socks, sock)
 	sock.budget = c.budget
 	s.sockets[sock] = struct{}{}
+	s.counted++
 	s.wg.Add(1)
+	s.mu.Unlock()
 	s.metrics.sockets.Inc()
+	if evicted != nil {
+		s.metrics.evicted.Inc()
+		// A close reason holds at most 123 bytes.
+		evicted.evict(fmt.Sprintf("closed to make room for another client: at the limit of %d sockets, this client held the most", s.opts.MaxSockets))
+	}
 	return 0, ""
+}
+
+// evictLocked makes room for a socket of a client holding held sockets,
+// when some client holds at least two more: the client holding the most
+// gives one up, its newest socket without subscriptions, else its
+// newest. The socket is no longer counted (the caller closes it). It
+// returns nil when no client holds that many: every client has its fair
+// part of the sockets, and the newcomer waits. Caller must hold s.mu.
+func (s *Server) evictLocked(held int) *socket {
+	var top *clientShare
+	for _, c := range s.perClient {
+		if top == nil || len(c.socks) > len(top.socks) {
+			top = c
+		}
+	}
+	if top == nil || len(top.socks) < held+2 {
+		return nil
+	}
+	i := len(top.socks) - 1
+	for j := i; j >= 0; j-- {
+		if top.socks[j].idle() {
+			i = j
+			break
+		}
+	}
+	victim := top.socks[i]
+	top.socks = slices.Delete(top.socks, i, i+1)
+	victim.evicted = true
+	s.counted--
+	return victim
 }
 
 func (s *Server) unregister(sock *socket) {
 	s.mu.Lock()
 	delete(s.sockets, sock)
-	if c := s.perClient[sock.client]; c != nil {
-		if c.sockets--; c.sockets <= 0 {
-			delete(s.perClient, sock.client)
+	if !sock.evicted {
+		s.counted--
+		if c := s.perClient[sock.client]; c != nil {
+			c.socks = slices.DeleteFunc(c.socks, func(o *socket) bool { return o == sock })
 		}
+	}
+	if c := s.perClient[sock.client]; c != nil && len(c.socks) == 0 {
+		delete(s.perClient, sock.client)
 	}
 	s.mu.Unlock()
 	s.metrics.sockets.Dec()
@@ -417,7 +478,7 @@ func (s *Server) unregister(sock *socket) {
 
 // clientKey names the client that per-client limits apply to (see
 // auth.ClientKey).
-func clientKey(u *auth.User, r *http.Request) string { return auth.ClientKey(u, r.RemoteAddr) }
+func clientKey(u *auth.User, r *http.Request) string { return auth.ClientKey(u, r) }
 
 // offersSubprotocol reports whether the handshake offers kubegate.v1.
 // Tokens are compared exactly: subprotocol names are case-sensitive.

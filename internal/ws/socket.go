@@ -62,6 +62,12 @@ type socket struct {
 	// budget is the resync budget of the socket's client, shared by its
 	// sockets; set by Server.register.
 	budget *informer.ResyncBudget
+	// evicted is set, under the server's mu, when the socket is given up
+	// to make room for another client's (see Server.evictLocked).
+	evicted bool
+	// evictReason, once set, makes the writer close the socket with 1013
+	// and this reason.
+	evictReason atomic.Pointer[string]
 
 	// ctx ends when the socket ends for any reason; cancel is called by
 	// whoever first decides so (reader on a read error, writer, ping
@@ -110,7 +116,7 @@ type socket struct {
 	more        bool // the current flush left notifications in a listener
 }
 
-func newSocket(srv *Server, c *websocket.Conn, nc *netConn, u *auth.User, client string) *socket {
+func newSocket(reqCtx context.Context, srv *Server, c *websocket.Conn, nc *netConn, u *auth.User, client string) *socket {
 	s := &socket{
 		srv:     srv,
 		opts:    &srv.opts,
@@ -123,10 +129,24 @@ func newSocket(srv *Server, c *websocket.Conn, nc *netConn, u *auth.User, client
 	}
 	// The socket's lifetime is its own: after the upgrade only the
 	// server's shutdown ends it from outside. Its context carries the
-	// user (as the request's did for the authorizer) but none of the
+	// user, client address and rate limit of the request (for the
+	// authorizer, its review queues and its charges) but none of the
 	// request's other values, which net/http and the router recycle.
-	s.ctx, s.cancel = context.WithCancel(auth.WithUser(context.Background(), u))
+	s.ctx, s.cancel = context.WithCancel(auth.WithUser(auth.Detached(reqCtx), u))
 	return s
+}
+
+// idle reports whether the socket has no subscription.
+func (s *socket) idle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.subs) == 0
+}
+
+// evict closes the socket with 1013 and reason, from its writer.
+func (s *socket) evict(reason string) {
+	s.evictReason.CompareAndSwap(nil, &reason)
+	s.signal()
 }
 
 // startWorker runs f in a goroutine counted in wg, unless the socket has

@@ -145,6 +145,11 @@ func (s *socket) write() {
 			return
 		default:
 		}
+		if reason := s.evictReason.Load(); reason != nil {
+			s.closeReason.CompareAndSwap(nil, ptr(closeEvicted))
+			s.close(websocket.StatusTryAgainLater, *reason)
+			return
+		}
 		s.wrote, s.more = false, false
 		if err := s.flush(); err != nil {
 			s.cancel()

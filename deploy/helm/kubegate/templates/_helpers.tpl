@@ -136,6 +136,7 @@ naming the value; values.schema.json checks types and names before.
 {{- if and (eq (default "rbac" $auth.authz) "rbac") (not (has "namespaces" (dig "cache" "resources" list .Values.config))) }}
 {{- fail "config.cache.resources: list namespaces: with config.auth.authz rbac the gateway narrows a reader's cluster-wide request to the namespaces the reader may see, from its namespaces cache (and the ClusterRole follows cache.resources)" }}
 {{- end }}
+{{- $_ := set $cfg "allowedHosts" (include "kubegate.allowedHosts" . | fromJsonArray) }}
 {{- if .Values.webhooks }}
 {{- $hooks := list }}
 {{- range .Values.webhooks }}
@@ -146,6 +147,35 @@ naming the value; values.schema.json checks types and names before.
 {{- $_ := set $cfg "webhooks" $hooks }}
 {{- end }}
 {{- toYaml $cfg }}
+{{- end }}
+
+{{/*
+The host names the gateway is served as, which it accepts in requests'
+Host (its check against DNS rebinding; docs/auth.md, "Host check"):
+config.allowedHosts, the Service's names, the Ingress's hosts and the
+certificate's extra names, as a JSON list. Addresses need no entry (the
+gateway requires credentials, and then accepts any address).
+*/}}
+{{- define "kubegate.allowedHosts" -}}
+{{- $fullname := include "kubegate.fullname" . }}
+{{- $hosts := list }}
+{{- range (default list .Values.config.allowedHosts) }}
+{{- $hosts = append $hosts . }}
+{{- end }}
+{{- range (list $fullname (printf "%s.%s" $fullname .Release.Namespace) (printf "%s.%s.svc" $fullname .Release.Namespace) (printf "%s.%s.svc.cluster.local" $fullname .Release.Namespace)) }}
+{{- $hosts = append $hosts . }}
+{{- end }}
+{{- if .Values.ingress.enabled }}
+{{- range .Values.ingress.hosts }}
+{{- $hosts = append $hosts .host }}
+{{- end }}
+{{- end }}
+{{- if and .Values.tls.enabled .Values.tls.certManager.enabled }}
+{{- range .Values.tls.certManager.extraDnsNames }}
+{{- $hosts = append $hosts . }}
+{{- end }}
+{{- end }}
+{{- toJson (uniq $hosts) }}
 {{- end }}
 
 {{/*
