@@ -166,7 +166,8 @@ func New(cfg config.Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	// One set of live tables serves the windows of WebSocket and REST.
-	g.tables = wire.NewTables(g.mgr, log.Named("livequery"))
+	g.tables = wire.NewTables(g.mgr, log.Named("livequery"), wire.ViewLimits{
+		MaxViews: cfg.Windows.MaxViews, MaxViewsPerUser: cfg.Windows.MaxViewsPerUser, IdleViews: cfg.Windows.IdleViews})
 	wsc := cfg.WebSocket
 	if g.ws, err = ws.New(ws.Options{
 		Manager:                   g.mgr,

@@ -80,7 +80,7 @@ func parseListParams(r *http.Request, rq apiRequest, info *informer.ResourceInfo
 	if err != nil {
 		return p, err
 	}
-	p.table, p.metadata = rep.table.forRequest(info, rq), rep.metadata
+	p.table, p.metadata = rep.table, rep.metadata
 	// The scope binds continue tokens to the request that created them.
 	u := auth.UserFrom(r.Context())
 	p.scopeKey = strings.Join([]string{info.GVR.String(), rq.namespace, q.Get("labelSelector"),
@@ -122,7 +122,7 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, rq apiRequest
 	if p.cont != "" {
 		snap, _, off, st := s.pager.next(p.cont, p.scopeKey)
 		if st != nil {
-			if err := sortedContinueError(p.cont, s.printer(r.Context(), res.Info).Columns()); err != nil {
+			if err := sortedContinueError(p.cont, s.printer(r.Context(), res).Columns()); err != nil {
 				s.writeError(w, r, err)
 				return
 			}
@@ -151,17 +151,18 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, rq apiRequest
 			next = s.pager.token(snapID, offset+p.limit)
 		}
 	}
-	s.writeListAnswer(w, r, res.Info, p, nil, page, rv, next, remaining)
+	s.writeListAnswer(w, r, res, p, nil, page, rv, next, remaining)
 }
 
 // writeListAnswer writes a list page in the form p asks for: the
 // objects' stored JSON, their metadata only, or a Table of the rows
 // printer computes (nil: the resource's printer now).
-func (s *Server) writeListAnswer(w http.ResponseWriter, r *http.Request, info *informer.ResourceInfo, p listParams,
+func (s *Server) writeListAnswer(w http.ResponseWriter, r *http.Request, res *informer.Resource, p listParams,
 	printer *rows.Printer, page []*informer.Object, rv uint64, next string, remaining int) {
+	info := res.Info
 	if p.table != nil {
 		if printer == nil {
-			printer = s.printer(r.Context(), info)
+			printer = s.printer(r.Context(), res)
 		}
 		s.writeTable(w, r, printer, page, rv, next, remaining, p.table, p.pretty)
 		return
@@ -347,7 +348,7 @@ func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, rq apiRequest,
 		s.writeError(w, r, err)
 		return
 	}
-	table := rep.table.forRequest(res.Info, rq)
+	table := rep.table
 	o, ok := res.Get(rq.namespace, rq.name)
 	if !ok {
 		st := notFound("%s %q not found", res.Info.GVR.GroupResource(), rq.name)
@@ -357,7 +358,7 @@ func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, rq apiRequest,
 	}
 	pretty := isTrue(r.URL.Query().Get("pretty"))
 	if table != nil {
-		s.writeTable(w, r, s.printer(r.Context(), res.Info), []*informer.Object{o}, o.RV, "", 0, table, pretty)
+		s.writeTable(w, r, s.printer(r.Context(), res), []*informer.Object{o}, o.RV, "", 0, table, pretty)
 		return
 	}
 	if rep.metadata != "" {

@@ -56,7 +56,7 @@ func TestOpenAPINeedsANonResourceAuthorizer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = New(Options{Manager: mgr, Tables: wire.NewTables(mgr, zap.NewNop()), Authorizer: resourceOnly{}, Listener: nopListener{},
+	_, err = New(Options{Manager: mgr, Tables: wire.NewTables(mgr, zap.NewNop(), wire.ViewLimits{}), Authorizer: resourceOnly{}, Listener: nopListener{},
 		OpenMetrics: true, OpenAPI: http.NotFoundHandler()})
 	if err == nil || !strings.Contains(err.Error(), "cannot authorize /openapi") {
 		t.Fatalf("err = %v", err)

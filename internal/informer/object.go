@@ -37,6 +37,10 @@ type Object struct {
 	// Columns are the columns Cells follow; nil with Cells. Objects
 	// printed with equal columns share one *Columns.
 	Columns *Columns
+	// RowConditions is the row's conditions as kube-apiserver printed
+	// them (the JSON array; pods that completed or failed have one), nil
+	// for none.
+	RowConditions []byte
 
 	// extra holds additional selectable fields as key, value pairs (for
 	// example "spec.nodeName", "node-1" for pods). A slice, not a map: most
