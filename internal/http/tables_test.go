@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/rest"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -172,6 +176,33 @@ func TestKubectlTablesOfEveryKind(t *testing.T) {
 		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, FinishedAt: finished}}}}})
 	set("done", corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{Name: "c",
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}}}})
+
+	// A completed pod's row carries the condition kube-apiserver gives
+	// it, as kube-apiserver's Table does.
+	table := func(base string, hc *http.Client) metav1.Table {
+		t.Helper()
+		var tbl metav1.Table
+		testenv.Eventually(t, "the completed pod's Table", func() bool {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/namespaces/"+ns+"/pods/done", nil)
+			req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+			resp, err := hc.Do(req)
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			return resp.StatusCode == 200 && json.NewDecoder(resp.Body).Decode(&tbl) == nil &&
+				len(tbl.Rows) == 1 && len(tbl.Rows[0].Conditions) > 0
+		})
+		return tbl
+	}
+	hc, err := rest.HTTPClientFor(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, got := table(env.Config.Host, hc), table(gw, http.DefaultClient)
+	if !cmp.Equal(want.Rows[0].Conditions, got.Rows[0].Conditions) {
+		t.Errorf("completed pod's row conditions: apiserver %+v, gateway %+v", want.Rows[0].Conditions, got.Rows[0].Conditions)
+	}
 
 	for _, args := range [][]string{
 		{"get", "pods", "-n", ns, "-o", "wide"},

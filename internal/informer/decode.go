@@ -812,8 +812,9 @@ type stream struct {
 	// table says the stream answers a request for Tables (see
 	// tableEventObject); lists tell by their members.
 	table bool
-	// cells holds the cells of the Table row being read.
-	cells []byte
+	// cells holds the cells of the Table row being read; conds its
+	// conditions, when it has any.
+	cells, conds []byte
 }
 
 func newStream(r io.Reader, d *objectDecoder) *stream {
@@ -1050,6 +1051,7 @@ func (s *stream) row(bookmark bool) (*Object, error) {
 		return nil, err
 	}
 	var parsed, cells bool
+	s.conds = s.conds[:0]
 	for dec.PeekKind() != '}' {
 		name, _, err := s.p.readName()
 		if err != nil {
@@ -1068,6 +1070,18 @@ func (s *stream) row(bookmark bool) (*Object, error) {
 				return nil, err
 			}
 			s.cells, cells = append(s.cells[:0], raw...), true
+		case "conditions":
+			// kube-apiserver gives completed and failed pods a row
+			// condition; rows without one leave it out.
+			if dec.PeekKind() != '[' {
+				err = s.p.skip()
+				break
+			}
+			raw, err := dec.ReadValue()
+			if err != nil {
+				return nil, err
+			}
+			s.conds = append(s.conds[:0], raw...)
 		case "object":
 			if dec.PeekKind() == 'n' {
 				err = s.p.skip()
@@ -1105,7 +1119,15 @@ func (s *stream) row(bookmark bool) (*Object, error) {
 		}
 		s.cells = v
 	}
-	return s.p.object(s.rec.buf, s.rec.base, s.cells)
+	o, err := s.p.object(s.rec.buf, s.rec.base, s.cells)
+	if err == nil && len(s.conds) > 0 {
+		v := jsontext.Value(bytes.Clone(s.conds))
+		if err := v.Compact(); err != nil {
+			return nil, err
+		}
+		o.RowConditions = v
+	}
+	return o, err
 }
 
 func (s *stream) listMeta(m *metav1.ListMeta) error {

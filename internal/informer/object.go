@@ -70,7 +70,7 @@ func (o *Object) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKi
 // copy shares Raw, Cells, Columns and labels; it derives its values
 // afresh.
 func (o *Object) DeepCopyObject() runtime.Object {
-	return &Object{ObjectMeta: o.ObjectMeta, RV: o.RV, Raw: o.Raw, Cells: o.Cells, Columns: o.Columns, extra: o.extra}
+	return &Object{ObjectMeta: o.ObjectMeta, RV: o.RV, Raw: o.Raw, Cells: o.Cells, Columns: o.Columns, RowConditions: o.RowConditions, extra: o.extra}
 }
 
 // Derive returns the value that derive computes from o for key. The
