@@ -536,6 +536,8 @@ func scenarioTenants(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]F
 		figs = append(figs, latencyFigures(ScenarioTenants, ArmGateway, "victim window update latency", suffix, r.windowLat)...)
 		figs = append(figs, latencyFigures(ScenarioTenants, ArmGateway, "victim object event latency", suffix, r.eventLat)...)
 		figs = append(figs, latencyFigures(ScenarioTenants, ArmGateway, "victim REST list latency", suffix, lat)...)
+		fig("victim window updates received"+suffix, "count", float64(len(r.windowLat)))
+		fig("victim object events received"+suffix, "count", float64(len(r.eventLat)))
 		fig("missed window updates"+suffix, "count", float64(r.windowMissed))
 		fig("missed object events"+suffix, "count", float64(r.eventMissed))
 		fig("victim REST lists failed"+suffix, "count", float64(failed))
