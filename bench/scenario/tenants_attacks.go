@@ -171,15 +171,15 @@ func startTokenFlood(ctx context.Context, env *Env, u tenantsUsers, v *tenantVic
 			t0 := time.Now()
 			for try := 0; ; try++ {
 				resp, body, err := id.get(ctx, pc, v.base+v.lists[0], "")
+				if ctx.Err() != nil {
+					return // the phase ended: not counted
+				}
 				if err == nil && resp.StatusCode == http.StatusOK {
 					probes.add(time.Since(t0), nil)
 					return
 				}
 				if try == 0 {
 					refusedFirst.Add(1)
-				}
-				if ctx.Err() != nil {
-					return
 				}
 				if time.Since(t0) > newTokenTimeout {
 					if err == nil {
