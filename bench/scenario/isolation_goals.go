@@ -235,9 +235,10 @@ func tenantsGoals(figs []Figure) []Goal {
 			notServed, _ := gw("never-seen valid token accepted: not served" + sfx)
 			worst, ok := gw("never-seen valid token accepted: time max" + sfx)
 			reached, _ := gw("flooder: requests/s reached" + sfx)
+			sent, _ := gw("flooder: requests/s sent" + sfx)
 			asked, _ := idx.get(ScenarioTenants, ArmBench, "flooder: requests/s asked"+sfx)
 			g := Goal{Goal: fmt.Sprintf("token-flood: a never-seen valid token is accepted within %.0f ms", goalNewTokenMs),
-				After: fmt.Sprintf(" (flood: %.0f requests/s reached of %.0f asked)", reached, asked)}
+				After: fmt.Sprintf(" (flood: %.0f requests/s asked, %.0f sent, %.0f answered)", asked, sent, reached)}
 			switch {
 			case tried == 0:
 				g.Verdict = "not judged: no token was tried"
