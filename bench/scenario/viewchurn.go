@@ -333,5 +333,11 @@ func viewChurnAt(ctx context.Context, env *Env, z Sizes, n int, log io.Writer) (
 	}); err != nil {
 		return figs, err
 	}
+	idx := indexFigures(figs)
+	base, ok1 := idx.get(ScenarioViewChurn, ArmGateway, "victims' window update latency p99"+churnBaseline)
+	under, ok2 := idx.get(ScenarioViewChurn, ArmGateway, "victims' window update latency p99"+churnUnder)
+	if ok1 && ok2 && base > 0 {
+		fig("victims' window update p99, under view churn / baseline", "x", under/base)
+	}
 	return append(figs, ch.figures(ScenarioViewChurn, "attacker", "", log)...), nil
 }
