@@ -225,7 +225,9 @@ func Goals(figs []Figure) []Goal {
 		lines = append(lines, Goal{Note: true, Goal: "the floor lost events, so its figures do not hold: " + strings.Join(floorBad, ", ")})
 	}
 	lines = append(lines, RESTGoals(figs)...)
-	return append(lines, windowGoals(figs)...)
+	lines = append(lines, windowGoals(figs)...)
+	lines = append(lines, viewChurnGoals(figs)...)
+	return append(lines, tenantsGoals(figs)...)
 }
 
 // abuseGoals judges the abuse scenario: other subscribers' p99 with the

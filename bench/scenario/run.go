@@ -31,10 +31,11 @@ type Options struct {
 // relist restarts kube-apiserver, so it runs last.
 var DefaultScenarios = []string{"setup", "idle", "snapshot", ScenarioREST, "upstream", "broad", "selective", "burst", "slow", "abuse", "watchlist", "reconnect", "coldstart", "relist"}
 
-// OptInScenarios run only when named. windows creates Pods up to its
-// largest size (100,000 by default, minutes on two cores), after which
-// the scenarios that count the workload's Pods do not hold: name it last.
-var OptInScenarios = []string{ScenarioWindows}
+// OptInScenarios run only when named. windows, viewchurn and tenants
+// create Pods up to their sizes (100,000, 20,000 and 20,000 by default,
+// minutes on two cores), after which the scenarios that count the
+// workload's Pods do not hold: name them last.
+var OptInScenarios = []string{ScenarioWindows, ScenarioViewChurn, ScenarioTenants}
 
 // scenarios maps names to their implementations.
 var scenarios = map[string]func(context.Context, *Env, Sizes, io.Writer) ([]Figure, error){
@@ -55,7 +56,9 @@ var scenarios = map[string]func(context.Context, *Env, Sizes, io.Writer) ([]Figu
 	"upstream":  scenarioUpstream,
 	"relist":    scenarioRelist,
 	// Opt-in.
-	ScenarioWindows: scenarioWindows,
+	ScenarioWindows:   scenarioWindows,
+	ScenarioViewChurn: scenarioViewChurn,
+	ScenarioTenants:   scenarioTenants,
 }
 
 // withDefaults fills zero sizes from DefaultSizes.
@@ -109,6 +112,15 @@ func (z Sizes) withDefaults() Sizes {
 	setF(&z.WindowRate, d.WindowRate)
 	set(&z.WindowOpens, d.WindowOpens)
 	setD(&z.WindowGCWait, d.WindowGCWait)
+	set(&z.ViewChurnPods, d.ViewChurnPods)
+	set(&z.ViewChurnVictims, d.ViewChurnVictims)
+	set(&z.ViewChurnWindows, d.ViewChurnWindows)
+	setF(&z.ViewChurnRate, d.ViewChurnRate)
+	setD(&z.ViewChurnDuration, d.ViewChurnDuration)
+	setF(&z.ViewChurnRESTRate, d.ViewChurnRESTRate)
+	setF(&z.ViewChurnWSRate, d.ViewChurnWSRate)
+	set(&z.ViewChurnWatchers, d.ViewChurnWatchers)
+	z.Tenants = z.Tenants.withDefaults(d.Tenants)
 	setD(&z.Drain, d.Drain)
 	setD(&z.Settle, d.Settle)
 	return z
