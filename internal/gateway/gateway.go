@@ -69,6 +69,10 @@ type Options struct {
 	// Clock drives page expiry and the ages in Tables. Default: the real
 	// clock.
 	Clock clock.Clock
+	// ViewBuildHook, if set, runs on every live view build, off the
+	// table's lock, before the view is installed (tests that hold a
+	// build to see what goes on meanwhile).
+	ViewBuildHook func()
 	// DiscoveryRefreshInterval is how often, at most, the discovery the
 	// gateway serves is fetched again (informer
 	// Options.DiscoveryRefreshInterval). Default 5s; tests that must see
@@ -167,7 +171,8 @@ func New(cfg config.Config, opts Options) (*Gateway, error) {
 	}
 	// One set of live tables serves the windows of WebSocket and REST.
 	g.tables = wire.NewTables(g.mgr, log.Named("livequery"), wire.ViewLimits{
-		MaxViews: cfg.Windows.MaxViews, MaxViewsPerUser: cfg.Windows.MaxViewsPerUser, IdleViews: cfg.Windows.IdleViews})
+		MaxViews: cfg.Windows.MaxViews, MaxViewsPerUser: cfg.Windows.MaxViewsPerUser, IdleViews: cfg.Windows.IdleViews,
+		BuildHook: opts.ViewBuildHook})
 	wsc := cfg.WebSocket
 	if g.ws, err = ws.New(ws.Options{
 		Manager:                   g.mgr,

@@ -63,6 +63,10 @@ type Options struct {
 	// view ends (ViewEvictedError) if it holds more than the one asking
 	// would. Default 16, or MaxViews/4 when that is less.
 	MaxViewsPerOwner int
+	// BuildHook, if set, runs on each view build's goroutine, with no
+	// lock held, once the build has scanned its rows and before it
+	// catches up and installs the view (tests that hold a build).
+	BuildHook func()
 	// IdleViews is how many views without windows are kept, most
 	// recently used first, so that a window reopened alike (a page
 	// reloaded, a sort flipped back, the next REST page) finds its view
@@ -168,6 +172,7 @@ func NewTable(opts Options) *Table {
 		owned:   map[string]int{},
 		catchUp: catchUpLocked,
 	}
+	t.buildHook = t.opts.BuildHook
 	for i, c := range opts.Columns {
 		t.columns[c] = i
 	}
