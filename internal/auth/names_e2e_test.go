@@ -46,6 +46,12 @@ func (a *allowCounter) Authorize(ctx context.Context, u *auth.User, req auth.Req
 	return d, err
 }
 
+// AuthorizeNonResource passes non-resource paths (/metrics, /openapi) on
+// to the authorizer it counts for.
+func (a *allowCounter) AuthorizeNonResource(ctx context.Context, u *auth.User, verb, path string) error {
+	return a.Authorizer.(auth.NonResourceAuthorizer).AuthorizeNonResource(ctx, u, verb, path)
+}
+
 func (a *allowCounter) count(req auth.Request) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
