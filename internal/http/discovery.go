@@ -41,7 +41,7 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request, rq apiRe
 		if err != nil {
 			continue
 		}
-		rl := readOnlyResources(l)
+		rl := s.servedResources(l)
 		if len(rl.APIResources) == 0 {
 			continue
 		}
@@ -192,22 +192,8 @@ func aggregated(core bool, gvs []schema.GroupVersion, byGV map[schema.GroupVersi
 			index[gv.Group] = i
 			out.Items = append(out.Items, apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: gv.Group}})
 		}
-		v := apidiscoveryv2.APIVersionDiscovery{Version: gv.Version, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
-		for _, res := range byGV[gv].APIResources {
-			scope := apidiscoveryv2.ScopeCluster
-			if res.Namespaced {
-				scope = apidiscoveryv2.ScopeNamespace
-			}
-			v.Resources = append(v.Resources, apidiscoveryv2.APIResourceDiscovery{
-				Resource:         res.Name,
-				ResponseKind:     &metav1.GroupVersionKind{Group: gv.Group, Version: gv.Version, Kind: res.Kind},
-				Scope:            scope,
-				SingularResource: res.SingularName,
-				Verbs:            res.Verbs,
-				ShortNames:       res.ShortNames,
-				Categories:       res.Categories,
-			})
-		}
+		v := apidiscoveryv2.APIVersionDiscovery{Version: gv.Version, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent,
+			Resources: aggregatedResources(gv, byGV[gv])}
 		out.Items[i].Versions = append(out.Items[i].Versions, v)
 	}
 	return out
