@@ -31,10 +31,12 @@ type Options struct {
 // relist restarts kube-apiserver, so it runs last.
 var DefaultScenarios = []string{"setup", "idle", "snapshot", ScenarioREST, "upstream", "broad", "selective", "burst", "slow", "abuse", "watchlist", "reconnect", "coldstart", "relist"}
 
-// OptInScenarios run only when named. windows creates Pods up to its
-// largest size (100,000 by default, minutes on two cores), after which
-// the scenarios that count the workload's Pods do not hold: name it last.
-var OptInScenarios = []string{ScenarioWindows}
+// OptInScenarios run only when named. passthrough measures writes
+// through the gateway's pass-through, on a gateway of its own. windows
+// creates Pods up to its largest size (100,000 by default, minutes on two
+// cores), after which the scenarios that count the workload's Pods do
+// not hold: name it last.
+var OptInScenarios = []string{ScenarioPassThrough, ScenarioWindows}
 
 // scenarios maps names to their implementations.
 var scenarios = map[string]func(context.Context, *Env, Sizes, io.Writer) ([]Figure, error){
@@ -55,7 +57,8 @@ var scenarios = map[string]func(context.Context, *Env, Sizes, io.Writer) ([]Figu
 	"upstream":  scenarioUpstream,
 	"relist":    scenarioRelist,
 	// Opt-in.
-	ScenarioWindows: scenarioWindows,
+	ScenarioPassThrough: scenarioPassThrough,
+	ScenarioWindows:     scenarioWindows,
 }
 
 // withDefaults fills zero sizes from DefaultSizes.
@@ -109,6 +112,7 @@ func (z Sizes) withDefaults() Sizes {
 	setF(&z.WindowRate, d.WindowRate)
 	set(&z.WindowOpens, d.WindowOpens)
 	setD(&z.WindowGCWait, d.WindowGCWait)
+	set(&z.PassThroughWrites, d.PassThroughWrites)
 	setD(&z.Drain, d.Drain)
 	setD(&z.Settle, d.Settle)
 	return z

@@ -90,6 +90,9 @@ type Sizes struct {
 	WindowRate   float64
 	WindowOpens  int
 	WindowGCWait time.Duration
+	// PassThroughWrites are the writes timed on each arm of the
+	// passthrough scenario (passthrough.go).
+	PassThroughWrites int
 	// ResyncBudget is the per-client resync budget (objects/s) the abuse
 	// scenario's goal holds the gateway to: the default of the gateway's
 	// websocket.resyncBudget. The harness does not configure the gateway's.
@@ -119,7 +122,7 @@ var DefaultSizes = Sizes{
 	Abuse: 100, AbuseRate: 20, AbuseSubscriptions: 100, AbuseResync: 5 * time.Second, ResyncBudget: 2000,
 	WatchList: 100, WatchListReaders: 10,
 	WindowPods: []int{10_000, 100_000}, Windows: 1000, WindowRate: 100, WindowOpens: 20, WindowGCWait: 150 * time.Second,
-	Drain: 60 * time.Second, Settle: 2 * time.Second,
+	PassThroughWrites: 500, Drain: 60 * time.Second, Settle: 2 * time.Second,
 }
 
 // FullSizes are the full target sizes (idle 5k, broad U=100/s, selective
@@ -133,7 +136,7 @@ var FullSizes = Sizes{
 	Abuse: 1000, AbuseRate: 100, AbuseSubscriptions: 100, AbuseResync: 5 * time.Second, ResyncBudget: 2000,
 	WatchList: 1000, WatchListReaders: 50,
 	WindowPods: []int{10_000, 100_000}, Windows: 1000, WindowRate: 100, WindowOpens: 50, WindowGCWait: 150 * time.Second,
-	Drain: 120 * time.Second, Settle: 2 * time.Second,
+	PassThroughWrites: 2000, Drain: 120 * time.Second, Settle: 2 * time.Second,
 }
 
 // watchArms builds the arms named: gateway, apiserver/json,

@@ -44,7 +44,7 @@ var smokeSizes = Sizes{
 	// Pods are created from the workload's 40 up to 60 between the two.
 	// It does not wait for the gateway's collections (its live heap).
 	WindowPods: []int{40, 60}, Windows: 10, WindowRate: 40, WindowOpens: 3, WindowGCWait: time.Millisecond,
-	Drain: 30 * time.Second, Settle: 200 * time.Millisecond,
+	PassThroughWrites: 20, Drain: 30 * time.Second, Settle: 200 * time.Millisecond,
 }
 
 // TestSmoke runs every scenario at tiny sizes against a real control plane
@@ -57,7 +57,7 @@ func TestSmoke(t *testing.T) {
 	}
 	var log strings.Builder
 	const pods = 40
-	// The opt-in windows scenario too, last: it creates Pods.
+	// The opt-in scenarios too, windows last: it creates Pods.
 	scenarios := append(slices.Clone(DefaultScenarios), OptInScenarios...)
 	r, err := Run(t.Context(), Options{GatewayBinary: buildGateway(t), Scenarios: scenarios, Pods: pods, Namespaces: 4, Sizes: smokeSizes, Log: &log})
 	var table strings.Builder
@@ -244,6 +244,15 @@ func TestSmoke(t *testing.T) {
 	// The restart must have made the gateway's upstream relist: that is
 	// what the scenario is for.
 	positive("relist", ArmGateway, "upstream relists")
+
+	for _, arm := range []string{ArmGateway, ArmAPIServer} {
+		positive(ScenarioPassThrough, arm, "write p50")
+		positive(ScenarioPassThrough, arm, "write p99")
+	}
+	positive(ScenarioPassThrough, ArmGateway, "CPU per write")
+	if f := want(ScenarioPassThrough, ArmBench, "writes per arm"); f.Value != float64(smokeSizes.PassThroughWrites) {
+		t.Errorf("passthrough: %v writes per arm, want %d", f.Value, smokeSizes.PassThroughWrites)
+	}
 
 	for _, n := range smokeSizes.WindowPods {
 		sfx := fmt.Sprintf(" (%d pods)", n)

@@ -89,6 +89,7 @@ func main() {
 	flag.Float64Var(&z.WindowRate, "windows-rate", d.WindowRate, "windows: updates per second during the update phases (for -duration)")
 	flag.IntVar(&z.WindowOpens, "windows-opens", d.WindowOpens, "windows: first windows timed per case and arm (at least 3, until 10s have passed)")
 	flag.DurationVar(&z.WindowGCWait, "windows-gc-wait", d.WindowGCWait, "windows: longest wait for the gateway's next collection before reading its live heap (the runtime collects at least every 2m)")
+	flag.IntVar(&z.PassThroughWrites, "passthrough-writes", d.PassThroughWrites, "passthrough: writes timed on each arm (straight to kube-apiserver, through the gateway's pass-through)")
 	flag.DurationVar(&z.Drain, "drain", d.Drain, "longest wait for deliveries after the last write")
 	flag.StringVar(&z.PerfDir, "perf", "", "record perf CPU profiles of the gateway and kube-apiserver during the broad, selective and burst scenarios (and of the gateway during upstream) into this `dir`")
 	flag.BoolVar(&z.ProtoHTTP2, "proto-http2", false, "put the protobuf arm's watches on one HTTP/2 connection (client-go's default) instead of one HTTP/1.1 connection each")
@@ -128,6 +129,7 @@ func main() {
 			"windows-rate":        func() { z.WindowRate = explicit.WindowRate },
 			"windows-opens":       func() { z.WindowOpens = explicit.WindowOpens },
 			"windows-gc-wait":     func() { z.WindowGCWait = explicit.WindowGCWait },
+			"passthrough-writes":  func() { z.PassThroughWrites = explicit.PassThroughWrites },
 			"perf":                func() { z.PerfDir = explicit.PerfDir },
 		}
 		for name, f := range keep {
