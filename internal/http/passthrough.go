@@ -8,6 +8,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -119,10 +120,21 @@ func newPassThrough(o PassThrough, log *zap.Logger) (*passThrough, error) {
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			p.writeError(w, r, err, log)
 		},
-		ErrorLog: zap.NewStdLog(log),
+		ErrorLog:   zap.NewStdLog(log),
+		BufferPool: copyBuffers{},
 	}
 	return p, nil
 }
+
+// copyBuffers lends the proxy its 32 KiB copy buffers, which it would
+// otherwise allocate for every answer: most of what a small write
+// through the gateway allocated.
+type copyBuffers struct{}
+
+var copyBufferPool = sync.Pool{New: func() any { return new([32 << 10]byte) }}
+
+func (copyBuffers) Get() []byte  { return copyBufferPool.Get().(*[32 << 10]byte)[:] }
+func (copyBuffers) Put(b []byte) { copyBufferPool.Put((*[32 << 10]byte)(b)) }
 
 // writeError answers a request that got no answer from kube-apiserver.
 // The internal error is logged, never sent.

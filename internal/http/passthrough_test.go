@@ -30,14 +30,15 @@ import (
 // and answers with handler.
 type upstream struct {
 	srv     *httptest.Server
+	record  bool // keep the requests (default true)
 	mu      sync.Mutex
 	got     []*http.Request
 	bodies  []string
 	handler http.HandlerFunc
 }
 
-func newUpstream(t *testing.T, h http.HandlerFunc) *upstream {
-	u := &upstream{handler: h}
+func newUpstream(t testing.TB, h http.HandlerFunc) *upstream {
+	u := &upstream{handler: h, record: true}
 	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body string
 		if !isUpgrade(r) {
@@ -45,8 +46,10 @@ func newUpstream(t *testing.T, h http.HandlerFunc) *upstream {
 			body = string(b)
 		}
 		u.mu.Lock()
-		u.got = append(u.got, r)
-		u.bodies = append(u.bodies, body)
+		if u.record {
+			u.got = append(u.got, r)
+			u.bodies = append(u.bodies, body)
+		}
 		u.mu.Unlock()
 		u.handler(w, r)
 	}))
@@ -62,7 +65,7 @@ func (u *upstream) requests() ([]*http.Request, []string) {
 
 // passServer is a server whose pass-through goes to up, authenticating
 // the token "good" as alice. pt, when set, adjusts the options.
-func passServer(t *testing.T, up *upstream, pt func(*PassThrough), opts func(*Options)) *Server {
+func passServer(t testing.TB, up *upstream, pt func(*PassThrough), opts func(*Options)) *Server {
 	t.Helper()
 	mgr, err := informer.New(informer.Options{Config: &rest.Config{Host: "http://127.0.0.1:1"}})
 	if err != nil {
@@ -105,7 +108,7 @@ func passServer(t *testing.T, up *upstream, pt func(*PassThrough), opts func(*Op
 	return s
 }
 
-func status(t *testing.T, body []byte) metav1.Status {
+func status(t testing.TB, body []byte) metav1.Status {
 	t.Helper()
 	var st metav1.Status
 	if err := json.Unmarshal(body, &st); err != nil || st.Kind != "Status" {
