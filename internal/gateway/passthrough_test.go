@@ -407,3 +407,34 @@ func TestPassThroughBodyLimit(t *testing.T) {
 		t.Errorf("4 MiB: through the gateway %+v, from kube-apiserver %+v; want 413 from each, the gateway's own", viaGW, direct)
 	}
 }
+
+// TestPassThroughReads: reads of resources the cache serves are the
+// cache's, even with a parameter it refuses (its 400, not
+// kube-apiserver's answer); reads of resources without list and watch,
+// which it cannot hold, are kube-apiserver's, as kube-apiserver answers
+// them.
+func TestPassThroughReads(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	grantEdit(t, ns, ptWriter)
+	g := startPassGateway(t, nil, gateway.Options{})
+	tgs := g.targets(t)
+	admin := env.CP.AdminConfig().BearerToken
+	for _, path := range []string{
+		"/api/v1/namespaces/" + ns + "/configmaps",
+		"/api/v1/namespaces/" + ns + "/configmaps?fieldSelector=data.k%3Dv",
+	} {
+		if a := tgs[0].do(t, http.MethodGet, path, admin); a.audited {
+			t.Errorf("GET %s went to kube-apiserver: %+v", path, a)
+		}
+	}
+	for _, path := range []string{
+		"/apis/authentication.k8s.io/v1/selfsubjectreviews", // create only
+		"/apis/authorization.k8s.io/v1/namespaces/" + ns + "/localsubjectaccessreviews",
+	} {
+		viaGW, direct := tgs[0].do(t, http.MethodGet, path, admin), tgs[1].do(t, http.MethodGet, path, admin)
+		if viaGW != direct || !viaGW.audited {
+			t.Errorf("GET %s:\nthrough the gateway %+v\nfrom kube-apiserver %+v", path, viaGW, direct)
+		}
+	}
+}
