@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
@@ -88,7 +89,7 @@ type Gateway struct {
 	version *version.Info
 	// passTransports carry pass-through requests (none when it is off);
 	// Start closes their idle connections once the server has stopped.
-	passTransports []*http.Transport
+	passTransports []http.RoundTripper
 }
 
 // New builds the gateway cfg describes. It reaches the apiserver once, to
@@ -264,7 +265,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 	eg.Go(func() error {
 		err := g.http.Start(ctx)
 		for _, t := range g.passTransports {
-			t.CloseIdleConnections()
+			utilnet.CloseIdleConnectionsFor(t)
 		}
 		return err
 	})

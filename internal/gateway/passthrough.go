@@ -1,13 +1,11 @@
 package gateway
 
 import (
-	"crypto/tls"
 	"fmt"
-	"net"
 	"net/http"
+	"slices"
 	"time"
 
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
 
@@ -24,7 +22,7 @@ import (
 // kc's TLS trust alone, they have no bearer token, basic auth, client
 // certificate, exec or auth-provider plugin, impersonation or
 // WrapTransport. rest.TransportFor would add those; it is not used.
-func passThrough(cfg config.Config, kc *rest.Config) (pt *httpapi.PassThrough, transports []*http.Transport, off string, err error) {
+func passThrough(cfg config.Config, kc *rest.Config) (pt *httpapi.PassThrough, transports []http.RoundTripper, off string, err error) {
 	switch {
 	case !cfg.PassThrough.Enabled:
 		return nil, nil, "pass-through to kube-apiserver is turned off (passThrough.enabled: false, --pass-through=false): send this request to kube-apiserver", nil
@@ -48,58 +46,49 @@ func passThrough(cfg config.Config, kc *rest.Config) (pt *httpapi.PassThrough, t
 		AllowedOrigins:   cfg.WebSocket.AllowedOrigins,
 		MaxBodyBytes:     cfg.PassThrough.MaxBodyBytes,
 		Timeout:          time.Duration(cfg.PassThrough.Timeout),
-	}, []*http.Transport{normal, upgrade}, "", nil
+	}, []http.RoundTripper{normal, upgrade}, "", nil
 }
 
-// passThroughTransports returns two transports to kc's apiserver with
-// its TLS trust and no credential: normal (HTTP/2 where the apiserver
-// offers it, as client-go's) and upgrade (HTTP/1.1 only, for protocol
-// upgrades: Go's transport keeps WebSocket handshakes off HTTP/2 but not
-// SPDY's, which HTTP/2 cannot carry).
-func passThroughTransports(kc *rest.Config) (normal, upgrade *http.Transport, err error) {
-	// Only the fields that say whom to trust are copied; the
-	// credentials beside them in kc.TLSClientConfig (CertFile,
-	// CertData, KeyFile, KeyData) are not.
-	tc := &transport.Config{TLS: transport.TLSConfig{
-		CAFile:     kc.CAFile,
-		CAData:     kc.CAData,
-		ServerName: kc.ServerName,
-		Insecure:   kc.Insecure,
-	}}
-	tlsConfig, err := transport.TLSConfigFor(tc)
-	if err != nil {
-		return nil, nil, err
-	}
-	if tlsConfig == nil {
-		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
-	if tlsConfig.GetClientCertificate != nil || len(tlsConfig.Certificates) > 0 {
-		// transport.TLSConfigFor sets these only for client
-		// certificates, which tc does not hold: never send one.
-		return nil, nil, fmt.Errorf("internal error: a client certificate in the pass-through TLS configuration")
-	}
-	dial := (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	if kc.Dial != nil {
-		dial = kc.Dial
-	}
-	mk := func(tlsConfig *tls.Config) *http.Transport {
-		return &http.Transport{
-			Proxy:               kc.Proxy, // nil: the environment's (SetOldTransportDefaults)
-			DialContext:         dial,
-			TLSClientConfig:     tlsConfig,
-			TLSHandshakeTimeout: 10 * time.Second,
-			MaxIdleConnsPerHost: 25,
+// passThroughTransports returns two round trippers to kc's apiserver
+// with its TLS trust and no credential: normal (HTTP/2 where the
+// apiserver offers it, as client-go's) and upgrade (HTTP/1.1 only, for
+// protocol upgrades: Go's transport keeps WebSocket handshakes off
+// HTTP/2 but not SPDY's, which HTTP/2 cannot carry).
+//
+// They are client-go's transports (transport.New) for a configuration
+// that holds only what kc says to trust (CA, server name, insecure), its
+// proxy and dialer, so that they follow a rotated CA file as the
+// gateway's own client does; the credentials beside those fields in kc
+// (bearer token and its file, basic auth, client certificate and key,
+// exec and auth-provider plugins, impersonation, WrapTransport) are not
+// copied, and transport.New adds a wrapper only for what the
+// configuration holds.
+func passThroughTransports(kc *rest.Config) (normal, upgrade http.RoundTripper, err error) {
+	config := func(nextProtos ...string) *transport.Config {
+		c := &transport.Config{
+			TLS: transport.TLSConfig{
+				CAFile:     kc.CAFile,
+				CAData:     slices.Clone(kc.CAData),
+				ServerName: kc.ServerName,
+				Insecure:   kc.Insecure,
+				NextProtos: nextProtos,
+			},
+			Proxy: kc.Proxy,
 			// The caller's Accept-Encoding goes as it is, and the
 			// answer comes back as kube-apiserver encoded it.
 			DisableCompression: true,
 		}
+		if kc.Dial != nil {
+			c.DialHolder = &transport.DialHolder{Dial: kc.Dial}
+		}
+		return c
 	}
-	normal = utilnet.SetTransportDefaults(mk(tlsConfig.Clone()))
-	h1 := tlsConfig.Clone()
-	h1.NextProtos = []string{"http/1.1"}
-	upgrade = mk(h1)
-	// A non-nil empty map keeps HTTP/2 off this transport.
-	upgrade.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
-	upgrade = utilnet.SetOldTransportDefaults(upgrade)
+	if normal, err = transport.New(config()); err != nil {
+		return nil, nil, err
+	}
+	// NextProtos without h2 keeps HTTP/2 off the upgrade transport.
+	if upgrade, err = transport.New(config("http/1.1")); err != nil {
+		return nil, nil, err
+	}
 	return normal, upgrade, nil
 }

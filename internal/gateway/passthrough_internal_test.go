@@ -18,6 +18,7 @@ import (
 	"crypto/tls"
 	"encoding/pem"
 
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	certutil "k8s.io/client-go/util/cert"
@@ -97,8 +98,8 @@ func TestPassThroughTransportsCarryNoCredential(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer normal.CloseIdleConnections()
-	defer upgrade.CloseIdleConnections()
+	defer utilnet.CloseIdleConnectionsFor(normal)
+	defer utilnet.CloseIdleConnectionsFor(upgrade)
 
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/namespaces/ns/configmaps", strings.NewReader("{}"))
 	resp, err := normal.RoundTrip(req)
@@ -151,8 +152,8 @@ func TestPassThroughTransportAnonymous(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer normal.CloseIdleConnections()
-	defer upgrade.CloseIdleConnections()
+	defer utilnet.CloseIdleConnectionsFor(normal)
+	defer utilnet.CloseIdleConnectionsFor(upgrade)
 	review := func(token string) (int, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
