@@ -31,10 +31,11 @@ import (
 // attach and port-forward: a Node whose address is an HTTPS server of the
 // test's (kube-apiserver does not check kubelets' certificates unless
 // told to). Logs are two lines; with follow, the second waits for
-// release. exec, attach and portForward are refused with 400, as a
-// kubelet without the container would, so that kube-apiserver's own
-// handling of them (upgrade, then its error on the stream) is what the
-// tests compare.
+// release. exec and attach are refused with 400, as a kubelet without
+// the container would, so that kube-apiserver's own handling of them
+// (upgrade, then its error on the stream) is what the tests compare.
+// portForward over WebSocket, which kube-apiserver tunnels to the
+// kubelet as it is, echoes every message back, as a port would.
 type fakeKubelet struct {
 	node    string
 	release chan struct{}
@@ -46,6 +47,22 @@ func startFakeKubelet(t *testing.T, ns string) *fakeKubelet {
 	env := testenv.Get(t)
 	k := &fakeKubelet{node: "kubelet-" + ns, release: make(chan struct{})}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/portForward/") && r.Header.Get("Upgrade") == "websocket" {
+			c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{"v4.channel.k8s.io"}, InsecureSkipVerify: true})
+			if err != nil {
+				return
+			}
+			defer c.CloseNow()
+			for {
+				typ, msg, err := c.Read(r.Context())
+				if err != nil {
+					return
+				}
+				if err := c.Write(r.Context(), typ, msg); err != nil {
+					return
+				}
+			}
+		}
 		if !strings.HasPrefix(r.URL.Path, "/containerLogs/") {
 			http.Error(w, "fake kubelet: no container runtime for "+strings.Split(r.URL.Path, "/")[1], http.StatusBadRequest)
 			return
@@ -235,13 +252,13 @@ func TestPassThroughLogsAndExec(t *testing.T) {
 			t.Errorf("GET %s:\nthrough the gateway %+v\nfrom kube-apiserver %+v", path, viaGW, direct)
 		}
 	}
-	// Exec, attach and port-forward over WebSocket: kube-apiserver's
-	// upgrade, then what it sends, as it sends it.
+	// Exec and attach over WebSocket: kube-apiserver's upgrade, then
+	// what it sends, as it sends it.
 	for _, path := range []string{
 		"/api/v1/namespaces/" + ns + "/pods/on-node/exec?command=ls&stdout=true&stderr=true",
 		"/api/v1/namespaces/" + ns + "/pods/on-node/attach?stdout=true",
-		"/api/v1/namespaces/" + ns + "/pods/on-node/portforward?ports=80",
 		"/api/v1/namespaces/" + ns + "/pods/no-node/exec?command=ls&stdout=true",
+		"/api/v1/namespaces/" + ns + "/pods/no-node/portforward?ports=80",
 	} {
 		tgs := g.targets(t)
 		viaGW, direct := tgs[0].webSocket(t, path, token), tgs[1].webSocket(t, path, token)
@@ -251,6 +268,29 @@ func TestPassThroughLogsAndExec(t *testing.T) {
 		if strings.Contains(path, "on-node/exec") && (viaGW.code != http.StatusSwitchingProtocols || len(viaGW.messages) == 0) {
 			t.Errorf("exec: %+v, want an upgrade and kube-apiserver's messages", viaGW)
 		}
+	}
+
+	// Port-forward: a session both ways, through the gateway to the
+	// kubelet kube-apiserver tunnels it to.
+	for _, tg := range g.targets(t) {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		c, resp, err := websocket.Dial(ctx, strings.Replace(tg.url, "https://", "wss://", 1)+"/api/v1/namespaces/"+ns+"/pods/on-node/portforward?ports=80",
+			&websocket.DialOptions{HTTPClient: tg.client(t), HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}, Subprotocols: []string{"v4.channel.k8s.io"}})
+		if err != nil {
+			cancel()
+			t.Fatalf("port-forward on %s: %v (%v)", tg.name, err, resp)
+		}
+		for i := range 3 {
+			sent := fmt.Sprintf("\x00bytes for port 80, %d", i)
+			if err := c.Write(ctx, websocket.MessageBinary, []byte(sent)); err != nil {
+				t.Fatalf("port-forward on %s: %v", tg.name, err)
+			}
+			if _, got, err := c.Read(ctx); err != nil || string(got) != sent {
+				t.Fatalf("port-forward on %s: read %q, %v; want %q back", tg.name, got, err, sent)
+			}
+		}
+		_ = c.Close(websocket.StatusNormalClosure, "")
+		cancel()
 	}
 
 	// logs -f: the first line arrives while the kubelet holds the second.
