@@ -3,8 +3,9 @@
 // filtered page of the resource's rows that follows the scroll position),
 // the event log's subscription (live changes only, as rows) and the
 // namespaces for the picker. Discovery, object detail and the status view
-// use the gateway's REST API, /readyz and /metrics. No build step: this
-// file is served as is.
+// use the gateway's REST API, /readyz and /metrics; the object view's
+// actions (delete, edit, scale, logs) are requests the gateway passes to
+// kube-apiserver. No build step: this file is served as is.
 import { KubegateClient, objectKey } from "./kubegate.js";
 import { WindowTable } from "./table.js";
 import { toEditableYAML, toYAML } from "./yaml.js";
