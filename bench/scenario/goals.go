@@ -230,7 +230,9 @@ func Goals(figs []Figure) []Goal {
 	}
 	lines = append(lines, RESTGoals(figs)...)
 	lines = append(lines, passThroughGoals(get)...)
-	return append(lines, windowGoals(figs)...)
+	lines = append(lines, windowGoals(figs)...)
+	lines = append(lines, viewChurnGoals(figs)...)
+	return append(lines, tenantsGoals(figs)...)
 }
 
 // passThroughGoals judges the passthrough scenario: what passing a write

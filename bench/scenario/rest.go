@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -98,7 +99,14 @@ type restCase struct {
 	query url.Values
 	// paged lists with limit=PageSize and follows continue to the end.
 	paged bool
+	// accept is the Accept header; "" asks for JSON.
+	accept string
+	// gatewayOnly lists on the gateway's arm alone.
+	gatewayOnly bool
 }
+
+// tableAccept asks for a meta.k8s.io/v1 Table, as kubectl does.
+const tableAccept = "application/json;as=Table;v=v1;g=meta.k8s.io"
 
 // restCases are the lists RunREST measures: every Pod, one namespace's,
 // one label-selected shard, and every Pod in pages.
@@ -143,6 +151,19 @@ func RunREST(ctx context.Context, env *Env, o RESTOptions) ([]Figure, error) {
 	if len(env.Namespaces) == 0 || env.Selector == "" {
 		return nil, errors.New("rest: the environment has no namespaces or selector")
 	}
+	figs, err := runRESTCases(ctx, env, ScenarioREST, restCases(env, o.PageSize), o)
+	if err != nil {
+		return figs, err
+	}
+	for _, line := range goalLines(RESTGoals(figs)) {
+		fmt.Fprintln(o.Log, line)
+	}
+	return figs, nil
+}
+
+// runRESTCases measures cases on every arm (the gateway's alone for a
+// case that says so), as figures of scenario.
+func runRESTCases(ctx context.Context, env *Env, scenario string, cases []restCase, o RESTOptions) ([]Figure, error) {
 	arms, closeArms, err := restArms(env, o.Concurrency)
 	if err != nil {
 		return nil, err
@@ -150,24 +171,25 @@ func RunREST(ctx context.Context, env *Env, o RESTOptions) ([]Figure, error) {
 	defer closeArms()
 
 	var figs []Figure
-	for _, c := range restCases(env, o.PageSize) {
-		n, err := verifyREST(ctx, arms, c, o)
+	for _, c := range cases {
+		as := arms
+		if c.gatewayOnly {
+			as = arms[:1]
+		}
+		n, err := verifyREST(ctx, as, c, o)
 		if err != nil {
 			return figs, err
 		}
-		fmt.Fprintf(o.Log, "rest: %s: %d Pods, the same on every arm\n", c.name, n)
-		for _, a := range arms {
+		fmt.Fprintf(o.Log, "%s: %s: %d Pods, the same on every arm\n", scenario, c.name, n)
+		for _, a := range as {
 			r, err := measureREST(ctx, a, c, o)
 			if err != nil {
 				return figs, err
 			}
-			fmt.Fprintf(o.Log, "rest: %s: %-18s %3d reps  p50 %8.2f ms  p99 %8.2f ms  %9.0f KiB  CPU %7.2f ms/list\n",
-				c.name, a.name, r.reps, Milliseconds(r.p50), Milliseconds(r.p99), float64(r.bytes)/1024, Milliseconds(r.cpu))
-			figs = append(figs, r.figures(a, c, n)...)
+			fmt.Fprintf(o.Log, "%s: %s: %-18s %3d reps  p50 %8.2f ms  p99 %8.2f ms  %9.0f KiB  CPU %7.2f ms/list\n",
+				scenario, c.name, a.name, r.reps, Milliseconds(r.p50), Milliseconds(r.p99), float64(r.bytes)/1024, Milliseconds(r.cpu))
+			figs = append(figs, r.figures(scenario, a, c, n)...)
 		}
-	}
-	for _, line := range goalLines(RESTGoals(figs)) {
-		fmt.Fprintln(o.Log, line)
 	}
 	return figs, nil
 }
@@ -221,7 +243,7 @@ func (a *restArm) list(ctx context.Context, c restCase, pageSize int, page func(
 		if err != nil {
 			return pages, err
 		}
-		req.Header.Set("Accept", "application/json")
+		req.Header.Set("Accept", cmp.Or(c.accept, "application/json"))
 		// Set, so that Go's transport does not ask for gzip on its own.
 		req.Header.Set("Accept-Encoding", "identity")
 		if a.token != "" {
@@ -261,9 +283,9 @@ type restResult struct {
 	cpu, etcdCPU, clientCPU time.Duration
 }
 
-func (r restResult) figures(a *restArm, c restCase, items int) []Figure {
+func (r restResult) figures(scenario string, a *restArm, c restCase, items int) []Figure {
 	fig := func(metric, unit string, v float64) Figure {
-		return Figure{Scenario: ScenarioREST, Arm: a.name, Metric: c.name + " " + metric, Unit: unit, Value: v}
+		return Figure{Scenario: scenario, Arm: a.name, Metric: c.name + " " + metric, Unit: unit, Value: v}
 	}
 	figs := []Figure{
 		fig("p50", "ms", Milliseconds(r.p50)),
@@ -279,7 +301,7 @@ func (r restResult) figures(a *restArm, c restCase, items int) []Figure {
 		figs = append(figs, fig("pages", "count", float64(r.pages)))
 	}
 	// The client's own cost, so a reader can tell it was not the limit.
-	figs = append(figs, Figure{Scenario: ScenarioREST, Arm: ArmBench + " (" + a.name + ")",
+	figs = append(figs, Figure{Scenario: scenario, Arm: ArmBench + " (" + a.name + ")",
 		Metric: c.name + " client CPU/list", Unit: "ms", Value: Milliseconds(r.clientCPU)})
 	return figs
 }
@@ -417,17 +439,24 @@ func listContinue(head []byte) (string, error) {
 	return "", errors.New("list has no metadata")
 }
 
-// listPage is what verification decodes of a list: the names only.
+// listPage is what verification decodes of a list: the names only, of
+// its items or, for a Table, of its rows' objects (includeObject=Metadata,
+// the default, gives each row its object's metadata).
 type listPage struct {
 	Metadata struct {
 		Continue string `json:"continue"`
 	} `json:"metadata"`
-	Items []struct {
-		Metadata struct {
-			Namespace string `json:"namespace"`
-			Name      string `json:"name"`
-		} `json:"metadata"`
-	} `json:"items"`
+	Items []listItem `json:"items"`
+	Rows  []struct {
+		Object listItem `json:"object"`
+	} `json:"rows"`
+}
+
+type listItem struct {
+	Metadata struct {
+		Namespace string `json:"namespace"`
+		Name      string `json:"name"`
+	} `json:"metadata"`
 }
 
 // listNames runs c once on a and returns the items' namespace/name in the
@@ -438,6 +467,9 @@ func listNames(ctx context.Context, a *restArm, c restCase, pageSize int) ([]str
 		var p listPage
 		if err := json.NewDecoder(body).Decode(&p); err != nil {
 			return "", err
+		}
+		for _, r := range p.Rows {
+			p.Items = append(p.Items, r.Object)
 		}
 		// kube-apiserver may answer resourceVersion=0 from its watch
 		// cache in one page whatever the limit; the gateway must page.

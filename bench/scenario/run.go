@@ -32,11 +32,11 @@ type Options struct {
 var DefaultScenarios = []string{"setup", "idle", "snapshot", ScenarioREST, "upstream", "broad", "selective", "burst", "slow", "abuse", "watchlist", "reconnect", "coldstart", "relist"}
 
 // OptInScenarios run only when named. passthrough measures writes
-// through the gateway's pass-through, on a gateway of its own. windows
-// creates Pods up to its largest size (100,000 by default, minutes on two
-// cores), after which the scenarios that count the workload's Pods do
-// not hold: name it last.
-var OptInScenarios = []string{ScenarioPassThrough, ScenarioWindows}
+// through the gateway's pass-through, on a gateway of its own. windows,
+// viewchurn and tenants create Pods up to their sizes (100,000, 20,000
+// and 20,000 by default, minutes on two cores), after which the scenarios
+// that count the workload's Pods do not hold: name them last.
+var OptInScenarios = []string{ScenarioPassThrough, ScenarioWindows, ScenarioViewChurn, ScenarioTenants}
 
 // scenarios maps names to their implementations.
 var scenarios = map[string]func(context.Context, *Env, Sizes, io.Writer) ([]Figure, error){
@@ -59,6 +59,8 @@ var scenarios = map[string]func(context.Context, *Env, Sizes, io.Writer) ([]Figu
 	// Opt-in.
 	ScenarioPassThrough: scenarioPassThrough,
 	ScenarioWindows:     scenarioWindows,
+	ScenarioViewChurn:   scenarioViewChurn,
+	ScenarioTenants:     scenarioTenants,
 }
 
 // withDefaults fills zero sizes from DefaultSizes.
@@ -113,6 +115,15 @@ func (z Sizes) withDefaults() Sizes {
 	set(&z.WindowOpens, d.WindowOpens)
 	setD(&z.WindowGCWait, d.WindowGCWait)
 	set(&z.PassThroughWrites, d.PassThroughWrites)
+	set(&z.ViewChurnPods, d.ViewChurnPods)
+	set(&z.ViewChurnVictims, d.ViewChurnVictims)
+	set(&z.ViewChurnWindows, d.ViewChurnWindows)
+	setF(&z.ViewChurnRate, d.ViewChurnRate)
+	setD(&z.ViewChurnDuration, d.ViewChurnDuration)
+	setF(&z.ViewChurnRESTRate, d.ViewChurnRESTRate)
+	setF(&z.ViewChurnWSRate, d.ViewChurnWSRate)
+	set(&z.ViewChurnWatchers, d.ViewChurnWatchers)
+	z.Tenants = z.Tenants.withDefaults(d.Tenants)
 	setD(&z.Drain, d.Drain)
 	setD(&z.Settle, d.Settle)
 	return z

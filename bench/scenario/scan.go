@@ -270,3 +270,96 @@ func (s *scanner) leave(depth int) error {
 	}
 	return nil
 }
+
+// scanTableWatchEvent reads the type and the resourceVersion of a watch
+// event whose object is a one-row meta.k8s.io Table (Accept as=Table, as
+// kubectl get -w asks): the version of the row's object, its metadata
+// (includeObject=Metadata, the default). The Table's own
+// metadata.resourceVersion is not read: kube-apiserver sets it to the
+// object's, the gateway leaves it out.
+func scanTableWatchEvent(line []byte) (typ []byte, rv uint64, ok bool) {
+	s := newScanner(line)
+	defer s.release()
+	typ, rv, err := s.tableWatchEvent()
+	return typ, rv, err == nil && typ != nil
+}
+
+func (s *scanner) tableWatchEvent() (typ []byte, rv uint64, err error) {
+	if err := s.open('{'); err != nil {
+		return nil, 0, err
+	}
+	var raw []byte
+	for s.dec.PeekKind() != '}' {
+		name, err := s.dec.ReadValue()
+		if err != nil {
+			return nil, 0, err
+		}
+		switch string(name) {
+		case `"type"`:
+			typ, err = s.str()
+		case `"object"`:
+			raw, err = s.firstRowVersion()
+		default:
+			err = s.skip()
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+	}
+	if raw == nil {
+		return typ, 0, nil // an ERROR's Status, or a BOOKMARK
+	}
+	rv, err = strconv.ParseUint(string(raw), 10, 64)
+	return typ, rv, err
+}
+
+// firstRowVersion reads a Table and returns the resourceVersion of its
+// first row's object (nil if it has none), having read past the Table.
+func (s *scanner) firstRowVersion() ([]byte, error) {
+	if s.dec.PeekKind() != '{' {
+		return nil, s.skip()
+	}
+	if err := s.open('{'); err != nil {
+		return nil, err
+	}
+	var rv []byte
+	for s.dec.PeekKind() != '}' {
+		name, err := s.dec.ReadValue()
+		if err != nil {
+			return nil, err
+		}
+		if string(name) != `"rows"` || s.dec.PeekKind() != '[' || rv != nil {
+			if err := s.skip(); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err := s.open('['); err != nil {
+			return nil, err
+		}
+		for s.dec.PeekKind() != ']' {
+			if rv != nil || s.dec.PeekKind() != '{' {
+				if err := s.skip(); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			depth := s.dec.StackDepth()
+			v, err := s.path(`"object"`, `"metadata"`, `"resourceVersion"`)
+			if err != nil {
+				return nil, err
+			}
+			if v != nil {
+				rv = append([]byte(nil), v...)
+				if err := s.leave(depth); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if _, err := s.dec.ReadToken(); err != nil {
+			return nil, err
+		}
+	}
+	_, err := s.dec.ReadToken()
+	return rv, err
+}

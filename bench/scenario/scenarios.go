@@ -93,6 +93,22 @@ type Sizes struct {
 	// PassThroughWrites are the writes timed on each arm of the
 	// passthrough scenario (passthrough.go).
 	PassThroughWrites int
+	// ViewChurn (viewchurn.go): Pods created first; victims, each with a
+	// socket, holding ViewChurnWindows windows between them; updates a
+	// second to Pods the windows show, for ViewChurnDuration in each
+	// phase; the attacker's REST sorted lists and new windows a second;
+	// REST watches of every Pod whose CPU per event is measured as JSON
+	// and as Tables.
+	ViewChurnPods     int
+	ViewChurnVictims  int
+	ViewChurnWindows  int
+	ViewChurnRate     float64
+	ViewChurnDuration time.Duration
+	ViewChurnRESTRate float64
+	ViewChurnWSRate   float64
+	ViewChurnWatchers int
+	// Tenants sizes the tenants scenario (tenants.go).
+	Tenants TenantsSizes
 	// ResyncBudget is the per-client resync budget (objects/s) the abuse
 	// scenario's goal holds the gateway to: the default of the gateway's
 	// websocket.resyncBudget. The harness does not configure the gateway's.
@@ -122,7 +138,10 @@ var DefaultSizes = Sizes{
 	Abuse: 100, AbuseRate: 20, AbuseSubscriptions: 100, AbuseResync: 5 * time.Second, ResyncBudget: 2000,
 	WatchList: 100, WatchListReaders: 10,
 	WindowPods: []int{10_000, 100_000}, Windows: 1000, WindowRate: 100, WindowOpens: 20, WindowGCWait: 150 * time.Second,
-	PassThroughWrites: 500, Drain: 60 * time.Second, Settle: 2 * time.Second,
+	ViewChurnPods: 20_000, ViewChurnVictims: 4, ViewChurnWindows: 20, ViewChurnRate: 20, ViewChurnDuration: 20 * time.Second,
+	ViewChurnRESTRate: 20, ViewChurnWSRate: 10, ViewChurnWatchers: 50, PassThroughWrites: 500,
+	Tenants: DefaultTenantsSizes,
+	Drain:   60 * time.Second, Settle: 2 * time.Second,
 }
 
 // FullSizes are the full target sizes (idle 5k, broad U=100/s, selective
@@ -136,7 +155,10 @@ var FullSizes = Sizes{
 	Abuse: 1000, AbuseRate: 100, AbuseSubscriptions: 100, AbuseResync: 5 * time.Second, ResyncBudget: 2000,
 	WatchList: 1000, WatchListReaders: 50,
 	WindowPods: []int{10_000, 100_000}, Windows: 1000, WindowRate: 100, WindowOpens: 50, WindowGCWait: 150 * time.Second,
-	PassThroughWrites: 2000, Drain: 120 * time.Second, Settle: 2 * time.Second,
+	ViewChurnPods: 100_000, ViewChurnVictims: 4, ViewChurnWindows: 20, ViewChurnRate: 20, ViewChurnDuration: 30 * time.Second,
+	ViewChurnRESTRate: 40, ViewChurnWSRate: 18, ViewChurnWatchers: 50, PassThroughWrites: 2000,
+	Tenants: DefaultTenantsSizes,
+	Drain:   120 * time.Second, Settle: 2 * time.Second,
 }
 
 // watchArms builds the arms named: gateway, apiserver/json,

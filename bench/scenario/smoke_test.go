@@ -44,7 +44,16 @@ var smokeSizes = Sizes{
 	// Pods are created from the workload's 40 up to 60 between the two.
 	// It does not wait for the gateway's collections (its live heap).
 	WindowPods: []int{40, 60}, Windows: 10, WindowRate: 40, WindowOpens: 3, WindowGCWait: time.Millisecond,
-	PassThroughWrites: 20, Drain: 30 * time.Second, Settle: 200 * time.Millisecond,
+	// viewchurn and tenants create Pods up to 80 and 100 after windows.
+	ViewChurnPods: 80, ViewChurnVictims: 2, ViewChurnWindows: 6, ViewChurnRate: 20, ViewChurnDuration: time.Second,
+	ViewChurnRESTRate: 10, ViewChurnWSRate: 5, ViewChurnWatchers: 3,
+	// Their live heap figures are left out: the wait for a collection
+	// would take most of a minute per attack.
+	Tenants: TenantsSizes{Pods: 100, Duration: time.Second, Recovery: 100 * time.Millisecond, GCWait: time.Millisecond,
+		Rate: 20, ListRate: 4, VictimWindows: 3, FloodRate: 100, FloodConns: 10, NewTokens: 2,
+		ChurnRate: 10, LongSelectorRate: 3, WSChurnRate: 5, Hoard: 30, ReviewRate: 5, SocketIdentities: 2, SocketsPerIdentity: 5},
+	PassThroughWrites: 20,
+	Drain:             30 * time.Second, Settle: 200 * time.Millisecond,
 }
 
 // TestSmoke runs every scenario at tiny sizes against a real control plane
@@ -57,7 +66,7 @@ func TestSmoke(t *testing.T) {
 	}
 	var log strings.Builder
 	const pods = 40
-	// The opt-in scenarios too, windows last: it creates Pods.
+	// The opt-in scenarios too, last: they create Pods.
 	scenarios := append(slices.Clone(DefaultScenarios), OptInScenarios...)
 	r, err := Run(t.Context(), Options{GatewayBinary: buildGateway(t), Scenarios: scenarios, Pods: pods, Namespaces: 4, Sizes: smokeSizes, Log: &log})
 	var table strings.Builder
@@ -290,4 +299,101 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("windows: %v window resets at %d pods", f.Value, n)
 		}
 	}
+	smokeViewChurn(t, got, want, positive, zero)
+	smokeTenants(t, want, positive, zero)
+	judged := map[string]bool{}
+	for _, g := range Goals(r.Figures) {
+		judged[strings.SplitN(g.Goal, ":", 2)[0]] = true
+	}
+	for _, a := range TenantsAttacks {
+		if !judged[a] {
+			t.Errorf("no goal judges the tenants attack %s", a)
+		}
+	}
+}
+
+// smokeViewChurn checks the viewchurn scenario's figures.
+func smokeViewChurn(t *testing.T, got map[string]Figure, want func(string, string, string) Figure, positive, zero func(string, string, string)) {
+	t.Helper()
+	const s = ScenarioViewChurn
+	for _, m := range []string{"list all p50", "list all CPU/list", "list all as Table p50", "list all as Table CPU/list"} {
+		positive(s, ArmGateway, m)
+	}
+	for _, arm := range []string{ArmAPIServerRVUnset, ArmAPIServerRV0} {
+		positive(s, arm, "list all as Table p50")
+		positive(s, arm, "list all as Table CPU/list")
+		if f := want(s, arm, "list all as Table items"); f.Value != want(s, ArmGateway, "list all as Table items").Value {
+			t.Errorf("viewchurn: %s listed %v rows as a Table, the gateway %v", arm, f.Value, want(s, ArmGateway, "list all as Table items").Value)
+		}
+	}
+	if _, ok := got[s+"|"+ArmGateway+"|list all p50"]; ok {
+		if _, dup := got[s+"|"+ArmAPIServerRV0+"|list all p50"]; dup {
+			t.Error("viewchurn: the JSON list ran on kube-apiserver too")
+		}
+	}
+	for _, form := range []string{"JSON", "Table"} {
+		sfx := " (REST watch, " + form + ")"
+		positive(s, ArmGateway, "CPU per 1000 deliveries"+sfx)
+		for _, m := range []string{"missed", "duplicated", "out of order", "subscribers cut off"} {
+			zero(s, ArmGateway, m+sfx)
+		}
+	}
+	pods := smokeSizes.ViewChurnPods
+	positive(s, ArmGateway, fmt.Sprintf("first window, new table (%d pods)", pods))
+	positive(s, ArmGateway, fmt.Sprintf("gateway CPU per first window, new table (%d pods)", pods))
+	for _, sfx := range []string{churnBaseline, churnUnder} {
+		want(s, ArmGateway, "victims' window update latency p99"+sfx) // from the acknowledgement: may be negative
+		positive(s, ArmGateway, "victims' window updates received"+sfx)
+		zero(s, ArmGateway, "missed window updates"+sfx)
+		zero(s, ArmGateway, "victims' failures"+sfx)
+	}
+	for _, kind := range []string{churnREST, churnWS} {
+		positive(s, ArmGateway, "attacker: new view over "+kind+", time to first rows p50")
+		positive(s, ArmGateway, "attacker: new views over "+kind+" served/s")
+		zero(s, ArmGateway, "attacker: new views over "+kind+" failed otherwise")
+		zero(s, ArmGateway, "attacker: new views over "+kind+": 429s without Retry-After or a complete Status")
+	}
+}
+
+// smokeTenants checks the tenants scenario's figures, attack by attack.
+func smokeTenants(t *testing.T, want func(string, string, string) Figure, positive, zero func(string, string, string)) {
+	t.Helper()
+	const s = ScenarioTenants
+	for _, a := range TenantsAttacks {
+		for _, sfx := range []string{baselineSuffix(a), attackSuffix(a)} {
+			// Latency is from the write's acknowledgement: an event can
+			// arrive before the writer has read it (negative).
+			for _, m := range []string{"victim window update latency p99", "victim object event latency p99"} {
+				want(s, ArmGateway, m+sfx)
+			}
+			for _, m := range []string{"victim window updates received", "victim object events received", "victim REST list latency p99", "gateway CPU used"} {
+				positive(s, ArmGateway, m+sfx)
+			}
+			for _, m := range []string{"missed window updates", "missed object events", "victim REST lists failed", "victim socket failures", "victim resets"} {
+				want(s, ArmGateway, m+sfx)
+			}
+		}
+		for _, m := range []string{"RSS before", "RSS peak", "RSS after"} {
+			positive(s, ArmGateway, m+attackSuffix(a))
+		}
+	}
+	sfx := attackSuffix(AttackTokenFlood)
+	positive(s, ArmGateway, "flooder: requests/s reached"+sfx)
+	positive(s, ArmGateway, "flooder: answered 401"+sfx)
+	positive(s, ArmGateway, "never-seen valid token accepted: tried"+sfx)
+	for _, kind := range []string{churnREST, churnLong} {
+		positive(s, ArmGateway, "churner: new views over "+kind+" served/s"+attackSuffix(AttackViewChurnREST))
+	}
+	positive(s, ArmGateway, "churner: new views over "+churnWS+" served/s"+attackSuffix(AttackViewChurnWS))
+	sfx = attackSuffix(AttackViewHoard)
+	positive(s, ArmGateway, "hoarder: windows held"+sfx)
+	positive(s, ArmGateway, "victim new window during the hoard: tried"+sfx)
+	positive(s, ArmGateway, "victim new sorted list during the hoard: tried"+sfx)
+	positive(s, ArmGateway, "reviewer: requests/s reached"+attackSuffix(AttackReviewFlood))
+	sfx = attackSuffix(AttackSocketFill)
+	if f := want(s, ArmGateway, "socket fillers: sockets held"+sfx); f.Value != float64(smokeSizes.Tenants.SocketIdentities*smokeSizes.Tenants.SocketsPerIdentity) {
+		t.Errorf("tenants: the socket fillers held %v sockets, want all %d (below every cap)", f.Value, smokeSizes.Tenants.SocketIdentities*smokeSizes.Tenants.SocketsPerIdentity)
+	}
+	positive(s, ArmGateway, "victim new socket to its first window: tried"+sfx)
+	zero(s, ArmGateway, "victim new socket to its first window: not served"+sfx)
 }

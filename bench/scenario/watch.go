@@ -267,6 +267,11 @@ type jsonArm struct {
 	token  string
 	client *http.Client
 	resume bool
+	// name is the arm's name; "" is ArmJSON.
+	name string
+	// table asks for each event's object as a one-row meta.k8s.io Table
+	// (tableAccept) and reads its version from the row's object.
+	table bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -299,7 +304,15 @@ func http1Client(cfg *rest.Config) (*http.Client, error) {
 	}}, nil
 }
 
-func (a *jsonArm) Name() string { return ArmJSON }
+// newGatewayWatchArm watches the gateway's REST API (plain HTTP/1.1, one
+// connection per watch) as JSON or, with table, as Tables, as kubectl get
+// -w asks for them.
+func newGatewayWatchArm(env *Env, table bool) *jsonArm {
+	return &jsonArm{host: env.GatewayURL, token: env.GatewayToken, name: ArmGateway, table: table,
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1000, DisableCompression: true}}}
+}
+
+func (a *jsonArm) Name() string { return cmp.Or(a.name, ArmJSON) }
 
 func podsPath(ns string) string {
 	if ns == "" {
@@ -320,8 +333,13 @@ func (a *jsonArm) Open(ctx context.Context, subs []*subscriber, rv uint64) error
 		if err != nil {
 			return err
 		}
-		req.Header.Set("Authorization", "Bearer "+a.token)
+		if a.token != "" {
+			req.Header.Set("Authorization", "Bearer "+a.token)
+		}
 		req.Header.Set("Accept", "application/json")
+		if a.table {
+			req.Header.Set("Accept", tableAccept)
+		}
 		resp, err := a.client.Do(req)
 		if err != nil {
 			return fmt.Errorf("watch: %w", err)
@@ -351,7 +369,11 @@ func (a *jsonArm) receive(body io.ReadCloser, s *subscriber) {
 			}
 			return
 		}
-		typ, rv, ok := scanWatchEvent(head)
+		scan := scanWatchEvent
+		if a.table {
+			scan = scanTableWatchEvent
+		}
+		typ, rv, ok := scan(head)
 		switch {
 		case !ok:
 			s.fail(fmt.Errorf("bad watch event: %.200s", head))

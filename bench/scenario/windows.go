@@ -102,13 +102,16 @@ const windowRepPause = 20 * time.Millisecond
 
 // windowSubscribe is a window subscription as the client sends it.
 type windowSubscribe struct {
-	Type     string `json:"type"`
-	ID       string `json:"id"`
-	Resource string `json:"resource"`
-	Sort     string `json:"sort,omitempty"`
-	Order    string `json:"order,omitempty"`
-	Limit    int    `json:"limit"`
-	Offset   int    `json:"offset,omitempty"`
+	Type          string `json:"type"`
+	ID            string `json:"id"`
+	Resource      string `json:"resource"`
+	Namespace     string `json:"namespace,omitempty"`
+	LabelSelector string `json:"labelSelector,omitempty"`
+	Sort          string `json:"sort,omitempty"`
+	Order         string `json:"order,omitempty"`
+	Filter        string `json:"filter,omitempty"`
+	Limit         int    `json:"limit"`
+	Offset        int    `json:"offset,omitempty"`
 }
 
 func nameWindow(id string, offset int) windowSubscribe {
@@ -139,6 +142,8 @@ type serverFrame struct {
 	Events  []serverFrame  `json:"events"`
 	Ops     []windowOp     `json:"ops"`
 	Status  *metav1.Status `json:"status"`
+	// Ended marks an error frame that ended an active subscription.
+	Ended bool `json:"ended"`
 }
 
 type windowOp struct {
@@ -198,10 +203,15 @@ func dialTiming(ctx context.Context, url string) (*timingConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", url, err)
 	}
+	return newTimingConn(c), nil
+}
+
+// newTimingConn starts the receiver of a timing socket on c.
+func newTimingConn(c *websocket.Conn) *timingConn {
 	c.SetReadLimit(-1)
 	tc := &timingConn{c: c, frames: make(chan arrival, 1024), done: make(chan struct{})}
 	go tc.receive()
-	return tc, nil
+	return tc
 }
 
 func (tc *timingConn) receive() {

@@ -45,7 +45,7 @@ func main() {
 	flag.StringVar(&scen, "scenarios", strings.Join(scenario.DefaultScenarios, ","), "comma-separated `scenarios` to run (opt-in: "+strings.Join(scenario.OptInScenarios, ", ")+")")
 	flag.IntVar(&o.Pods, "pods", 10000, "Pods to create (~7 KB JSON each; one ConfigMap per 10 Pods)")
 	flag.IntVar(&o.Namespaces, "namespaces", 100, "namespaces to spread the Pods over (the selective scenario's subscribers each watch one)")
-	flag.BoolVar(&full, "full", false, "use the full target sizes (idle 5k, broad 100/s, selective 500/s, burst of 5k updates to 1k subscribers, cold start 100k Pods, relist with 1k subscribers, abuse with 1k subscribers at 100/s, 1k stalled and 50 full-speed watch-list clients, 50 first windows per case); explicit size flags still win")
+	flag.BoolVar(&full, "full", false, "use the full target sizes (idle 5k, broad 100/s, selective 500/s, burst of 5k updates to 1k subscribers, cold start 100k Pods, relist with 1k subscribers, abuse with 1k subscribers at 100/s, 1k stalled and 50 full-speed watch-list clients, 50 first windows per case, viewchurn at 100k Pods with issue 30's churn rates); explicit size flags still win")
 	flag.IntVar(&z.Idle, "idle", d.Idle, "idle: subscribers per arm")
 	flag.IntVar(&z.Broad, "broad", d.Broad, "broad: subscribers per arm, each watching every Pod")
 	flag.Float64Var(&z.BroadRate, "broad-rate", d.BroadRate, "broad: updates per second")
@@ -90,6 +90,41 @@ func main() {
 	flag.IntVar(&z.WindowOpens, "windows-opens", d.WindowOpens, "windows: first windows timed per case and arm (at least 3, until 10s have passed)")
 	flag.DurationVar(&z.WindowGCWait, "windows-gc-wait", d.WindowGCWait, "windows: longest wait for the gateway's next collection before reading its live heap (the runtime collects at least every 2m)")
 	flag.IntVar(&z.PassThroughWrites, "passthrough-writes", d.PassThroughWrites, "passthrough: writes timed on each arm (straight to kube-apiserver, through the gateway's pass-through)")
+	flag.IntVar(&z.ViewChurnPods, "viewchurn-pods", d.ViewChurnPods, "viewchurn: Pods to create and measure at (the goals are set at 100000)")
+	flag.IntVar(&z.ViewChurnVictims, "viewchurn-victims", d.ViewChurnVictims, "viewchurn: victim clients, one socket each")
+	flag.IntVar(&z.ViewChurnWindows, "viewchurn-windows", d.ViewChurnWindows, "viewchurn: windows the victims hold between them")
+	flag.Float64Var(&z.ViewChurnRate, "viewchurn-rate", d.ViewChurnRate, "viewchurn: updates per second to Pods the windows show (and to the REST watches)")
+	flag.DurationVar(&z.ViewChurnDuration, "viewchurn-duration", d.ViewChurnDuration, "viewchurn: length of each phase (baseline, under churn, each watch form)")
+	flag.Float64Var(&z.ViewChurnRESTRate, "viewchurn-rest-rate", d.ViewChurnRESTRate, "viewchurn: the attacker's REST sorted lists per second, each a new sort and filter")
+	flag.Float64Var(&z.ViewChurnWSRate, "viewchurn-ws-rate", d.ViewChurnWSRate, "viewchurn: the attacker's new windows per second")
+	flag.IntVar(&z.ViewChurnWatchers, "viewchurn-watchers", d.ViewChurnWatchers, "viewchurn: REST watches of every Pod whose CPU per event is measured as JSON and as Tables")
+	t, dt := &z.Tenants, d.Tenants
+	flag.IntVar(&t.Pods, "tenants-pods", dt.Pods, "tenants: Pods to create and measure at")
+	flag.Func("tenants-attacks", "tenants: comma-separated `attacks` to run, in order (default "+strings.Join(scenario.TenantsAttacks, ",")+")", func(v string) error {
+		t.Attacks = nil
+		for _, a := range strings.Split(v, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				t.Attacks = append(t.Attacks, a)
+			}
+		}
+		return nil
+	})
+	flag.DurationVar(&t.Duration, "tenants-duration", dt.Duration, "tenants: length of each baseline and each attack phase")
+	flag.DurationVar(&t.Recovery, "tenants-recovery", dt.Recovery, "tenants: wait after an attack before its memory is read")
+	flag.DurationVar(&t.GCWait, "tenants-gc-wait", dt.GCWait, "tenants: longest wait for the gateway's next collection when reading its live heap")
+	flag.Float64Var(&t.Rate, "tenants-rate", dt.Rate, "tenants: updates per second to Pods the victim shows")
+	flag.Float64Var(&t.ListRate, "tenants-list-rate", dt.ListRate, "tenants: the victim's REST lists per second")
+	flag.IntVar(&t.VictimWindows, "tenants-victim-windows", dt.VictimWindows, "tenants: the victim's windows")
+	flag.Float64Var(&t.FloodRate, "tenants-flood-rate", dt.FloodRate, "tenants: token-flood requests per second, each with a fresh random token")
+	flag.IntVar(&t.FloodConns, "tenants-flood-conns", dt.FloodConns, "tenants: token-flood connections")
+	flag.IntVar(&t.NewTokens, "tenants-new-tokens", dt.NewTokens, "tenants: never-seen valid tokens timed during the token flood")
+	flag.Float64Var(&t.ChurnRate, "tenants-churn-rate", dt.ChurnRate, "tenants: view-churn-rest's sorted lists per second with a fresh labelSelector")
+	flag.Float64Var(&t.LongSelectorRate, "tenants-long-selector-rate", dt.LongSelectorRate, "tenants: view-churn-rest's sorted lists per second with a fresh 4 KiB labelSelector")
+	flag.Float64Var(&t.WSChurnRate, "tenants-ws-churn-rate", dt.WSChurnRate, "tenants: view-churn-ws's new windows per second")
+	flag.IntVar(&t.Hoard, "tenants-hoard", dt.Hoard, "tenants: windows of distinct filters the hoarder tries to hold")
+	flag.Float64Var(&t.ReviewRate, "tenants-review-rate", dt.ReviewRate, "tenants: review-flood's name-selected cluster-wide lists per second")
+	flag.IntVar(&t.SocketIdentities, "tenants-socket-identities", dt.SocketIdentities, "tenants: socket-fill's ServiceAccounts without RBAC")
+	flag.IntVar(&t.SocketsPerIdentity, "tenants-sockets-per-identity", dt.SocketsPerIdentity, "tenants: sockets each of them tries to hold")
 	flag.DurationVar(&z.Drain, "drain", d.Drain, "longest wait for deliveries after the last write")
 	flag.StringVar(&z.PerfDir, "perf", "", "record perf CPU profiles of the gateway and kube-apiserver during the broad, selective and burst scenarios (and of the gateway during upstream) into this `dir`")
 	flag.BoolVar(&z.ProtoHTTP2, "proto-http2", false, "put the protobuf arm's watches on one HTTP/2 connection (client-go's default) instead of one HTTP/1.1 connection each")
@@ -131,7 +166,18 @@ func main() {
 			"windows-gc-wait":     func() { z.WindowGCWait = explicit.WindowGCWait },
 			"passthrough-writes":  func() { z.PassThroughWrites = explicit.PassThroughWrites },
 			"perf":                func() { z.PerfDir = explicit.PerfDir },
+			"viewchurn-pods":      func() { z.ViewChurnPods = explicit.ViewChurnPods },
+			"viewchurn-victims":   func() { z.ViewChurnVictims = explicit.ViewChurnVictims },
+			"viewchurn-windows":   func() { z.ViewChurnWindows = explicit.ViewChurnWindows },
+			"viewchurn-rate":      func() { z.ViewChurnRate = explicit.ViewChurnRate },
+			"viewchurn-duration":  func() { z.ViewChurnDuration = explicit.ViewChurnDuration },
+			"viewchurn-rest-rate": func() { z.ViewChurnRESTRate = explicit.ViewChurnRESTRate },
+			"viewchurn-ws-rate":   func() { z.ViewChurnWSRate = explicit.ViewChurnWSRate },
+			"viewchurn-watchers":  func() { z.ViewChurnWatchers = explicit.ViewChurnWatchers },
 		}
+		// The tenants scenario's sizes are issue 30's in both: its flags
+		// (defaults or set) are kept whole.
+		z.Tenants = explicit.Tenants
 		for name, f := range keep {
 			if set[name] {
 				f()

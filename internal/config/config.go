@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"kubegate/internal/livequery"
 	"kubegate/internal/webhook"
 	"kubegate/internal/ws"
 	"net"
@@ -52,6 +53,7 @@ type Config struct {
 	APIServer       APIServer `json:"apiserver"`
 	Cache           Cache     `json:"cache"`
 	WebSocket       WebSocket `json:"websocket"`
+	Windows         Windows   `json:"windows"`
 	Auth            Auth      `json:"auth"`
 	// PassThrough sends what the cache does not serve on to
 	// kube-apiserver with the caller's own credential.
@@ -227,6 +229,24 @@ type Cache struct {
 	ListenerMaxBytes int64 `json:"listenerMaxBytes,omitempty"`
 }
 
+// Windows bounds the live tables' views: each distinct sort and filter
+// of a resource that WebSocket windows and REST sorted lists read (see
+// docs/protocol.md, "Windows").
+type Windows struct {
+	// MaxViews bounds the views of one resource, idle ones included.
+	// Default 64.
+	MaxViews int `json:"maxViews,omitempty"`
+	// MaxViewsPerUser bounds the views one user (or one address, for
+	// anonymous callers) holds windows on, per resource. When a resource
+	// holds MaxViews and none is idle, the user holding the most gives
+	// one up to a user holding fewer. Default 16.
+	MaxViewsPerUser int `json:"maxViewsPerUser,omitempty"`
+	// IdleViews is how many views without windows a resource keeps up to
+	// date, so that a window reopened alike finds its view built.
+	// Default 8.
+	IdleViews int `json:"idleViews,omitempty"`
+}
+
 // WebSocket configures /ws.
 type WebSocket struct {
 	// AllowedOrigins are host patterns browsers may connect from, in
@@ -279,6 +299,7 @@ func Default() Config {
 		Cache:           Cache{MinResync: Duration(5 * time.Second), HistoryEvents: 10000},
 		WebSocket:       webSocketDefaults(),
 		PassThrough:     PassThrough{Enabled: true, MaxBodyBytes: 3 << 20, Timeout: Duration(70 * time.Second)},
+		Windows:         windowsDefaults(),
 		Auth: Auth{
 			Authn: "kubernetes", Authz: "rbac", Metrics: "rbac",
 			TokenSuccessTTL: Duration(10 * time.Second), TokenFailureTTL: Duration(3 * time.Second),
@@ -309,6 +330,12 @@ func webSocketDefaults() WebSocket {
 		SubscribeBurst:            d.SubscribeBurst,
 		ResyncBudget:              d.ResyncBudget,
 	}
+}
+
+// windowsDefaults are the live tables' own defaults (livequery.Defaults).
+func windowsDefaults() Windows {
+	d := livequery.Defaults()
+	return Windows{MaxViews: d.MaxViews, MaxViewsPerUser: d.MaxViewsPerOwner, IdleViews: d.IdleViews}
 }
 
 // Duration is a time.Duration written as "30s" in YAML.
@@ -393,6 +420,11 @@ func (c *Config) Validate() error {
 		if f.v < 0 {
 			errs = append(errs, fmt.Errorf("websocket.%s must not be negative (0 means the default)", f.name))
 		}
+	}
+	if w := c.Windows; w.MaxViews < 0 || w.MaxViewsPerUser < 0 || w.IdleViews < 0 {
+		errs = append(errs, errors.New("windows.maxViews, maxViewsPerUser and idleViews must not be negative (0 means the default)"))
+	} else if w.MaxViewsPerUser > w.MaxViews && w.MaxViews > 0 {
+		errs = append(errs, fmt.Errorf("windows.maxViewsPerUser (%d) must not exceed windows.maxViews (%d)", w.MaxViewsPerUser, w.MaxViews))
 	}
 	if ws.MaxSockets > 0 && ws.MaxSocketsPerClient > ws.MaxSockets {
 		errs = append(errs, fmt.Errorf("websocket.maxSocketsPerClient (%d) is each client's share of websocket.maxSockets (%d): it cannot be larger", ws.MaxSocketsPerClient, ws.MaxSockets))

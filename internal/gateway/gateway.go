@@ -27,6 +27,7 @@ import (
 	"kubegate/internal/informer"
 	"kubegate/internal/livequery/feed"
 	"kubegate/internal/livequery/wire"
+	"kubegate/internal/openapi"
 	"kubegate/internal/servingcert"
 	"kubegate/internal/webhook"
 	"kubegate/internal/ws"
@@ -69,6 +70,11 @@ type Options struct {
 	// Clock drives page expiry and the ages in Tables. Default: the real
 	// clock.
 	Clock clock.Clock
+	// DiscoveryRefreshInterval is how often, at most, the discovery the
+	// gateway serves is fetched again (informer
+	// Options.DiscoveryRefreshInterval). Default 5s; tests that must see
+	// every request fetch it set it short.
+	DiscoveryRefreshInterval time.Duration
 }
 
 // Gateway is kubegate: the informers, the live tables, the webhooks and
@@ -133,13 +139,14 @@ func New(cfg config.Config, opts Options) (*Gateway, error) {
 		g.rr = opts.Registerer
 	}
 	if g.mgr, err = informer.New(informer.Options{
-		Config:            kc,
-		Resources:         cfg.Cache.Resources,
-		KeepManagedFields: cfg.Cache.KeepManagedFields,
-		MinResync:         time.Duration(cfg.Cache.MinResync),
-		HistoryEvents:     cfg.Cache.HistoryEvents,
-		Logger:            log.Named("informer"),
-		Registerer:        g.rr,
+		Config:                   kc,
+		Resources:                cfg.Cache.Resources,
+		KeepManagedFields:        cfg.Cache.KeepManagedFields,
+		MinResync:                time.Duration(cfg.Cache.MinResync),
+		HistoryEvents:            cfg.Cache.HistoryEvents,
+		Logger:                   log.Named("informer"),
+		DiscoveryRefreshInterval: opts.DiscoveryRefreshInterval,
+		Registerer:               g.rr,
 	}); err != nil {
 		return nil, err
 	}
@@ -163,7 +170,8 @@ func New(cfg config.Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	// One set of live tables serves the windows of WebSocket and REST.
-	g.tables = wire.NewTables(g.mgr, log.Named("livequery"))
+	g.tables = wire.NewTables(g.mgr, log.Named("livequery"), wire.ViewLimits{
+		MaxViews: cfg.Windows.MaxViews, MaxViewsPerUser: cfg.Windows.MaxViewsPerUser, IdleViews: cfg.Windows.IdleViews})
 	wsc := cfg.WebSocket
 	if g.ws, err = ws.New(ws.Options{
 		Manager:                   g.mgr,
@@ -212,6 +220,14 @@ func New(cfg config.Config, opts Options) (*Gateway, error) {
 	} else {
 		log.Info("pass-through off: writes and subresources are refused", zap.String("why", passOff))
 	}
+	oapi, err := openapi.New(openapi.Options{
+		Config:     kc,
+		Logger:     log.Named("openapi"),
+		Registerer: g.rr,
+	})
+	if err != nil {
+		return nil, err
+	}
 	webHandler := opts.Web
 	if webHandler == nil {
 		webHandler = web.Handler()
@@ -239,6 +255,7 @@ func New(cfg config.Config, opts Options) (*Gateway, error) {
 		RecheckInterval: time.Duration(cfg.Auth.RecheckInterval),
 		RecheckGrace:    time.Duration(cfg.Auth.RecheckGrace),
 		WebSocket:       g.ws,
+		OpenAPI:         oapi,
 		Web:             webHandler,
 		ShutdownTimeout: time.Duration(cfg.ShutdownTimeout),
 		Version:         g.version,

@@ -234,6 +234,7 @@ var knownParams = map[string]bool{
 	"watch": true, "labelSelector": true, "fieldSelector": true, "limit": true, "continue": true,
 	"resourceVersion": true, "resourceVersionMatch": true, "pretty": true, "allowWatchBookmarks": true,
 	"sendInitialEvents": true, "timeoutSeconds": true, "timeout": true, "includeObject": true,
+	"shardSelector": true,
 	// Sorted lists (sorted.go).
 	"sort": true, "order": true, "filter": true,
 }

@@ -42,6 +42,9 @@ func parseListParams(r *http.Request, rq apiRequest, info *informer.ResourceInfo
 	if err != nil {
 		return p, err
 	}
+	if err := parseShardSelector(q, &f); err != nil {
+		return p, err
+	}
 	if info.Namespaced && rq.namespace == "" {
 		f.Namespaces = dec.Namespaces
 	}
@@ -77,11 +80,11 @@ func parseListParams(r *http.Request, rq apiRequest, info *informer.ResourceInfo
 	if err != nil {
 		return p, err
 	}
-	p.table, p.metadata = rep.table.forRequest(info, rq), rep.metadata
+	p.table, p.metadata = rep.table, rep.metadata
 	// The scope binds continue tokens to the request that created them.
 	u := auth.UserFrom(r.Context())
 	p.scopeKey = strings.Join([]string{info.GVR.String(), rq.namespace, q.Get("labelSelector"),
-		q.Get("fieldSelector"), u.String(), nsKey(dec)}, "\x00")
+		q.Get("fieldSelector"), q.Get("shardSelector"), u.String(), nsKey(dec)}, "\x00")
 	return p, nil
 }
 
@@ -104,6 +107,10 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, rq apiRequest
 		return
 	}
 	if isSortedList(r.URL.Query()) {
+		if p.filter.Shard != nil {
+			s.writeError(w, r, shardedSortedList())
+			return
+		}
 		s.serveSortedList(w, r, rq, res, p)
 		return
 	}
@@ -115,7 +122,7 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, rq apiRequest
 	if p.cont != "" {
 		snap, _, off, st := s.pager.next(p.cont, p.scopeKey)
 		if st != nil {
-			if err := sortedContinueError(p.cont, s.printer(r.Context(), res.Info).Columns()); err != nil {
+			if err := sortedContinueError(p.cont, s.printer(r.Context(), res).Columns()); err != nil {
 				s.writeError(w, r, err)
 				return
 			}
@@ -144,24 +151,25 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, rq apiRequest
 			next = s.pager.token(snapID, offset+p.limit)
 		}
 	}
-	s.writeListAnswer(w, r, res.Info, p, nil, page, rv, next, remaining)
+	s.writeListAnswer(w, r, res, p, nil, page, rv, next, remaining)
 }
 
 // writeListAnswer writes a list page in the form p asks for: the
 // objects' stored JSON, their metadata only, or a Table of the rows
 // printer computes (nil: the resource's printer now).
-func (s *Server) writeListAnswer(w http.ResponseWriter, r *http.Request, info *informer.ResourceInfo, p listParams,
+func (s *Server) writeListAnswer(w http.ResponseWriter, r *http.Request, res *informer.Resource, p listParams,
 	printer *rows.Printer, page []*informer.Object, rv uint64, next string, remaining int) {
+	info := res.Info
 	if p.table != nil {
 		if printer == nil {
-			printer = s.printer(r.Context(), info)
+			printer = s.printer(r.Context(), res)
 		}
 		s.writeTable(w, r, printer, page, rv, next, remaining, p.table, p.pretty)
 		return
 	}
 	kind, apiVersion := info.GVK.Kind+"List", info.GVR.GroupVersion().String()
 	if p.metadata == "" && !p.pretty {
-		writeList(w, r, kind, apiVersion, rv, next, remaining, page)
+		writeList(w, r, kind, apiVersion, rv, next, remaining, shardInfo(&p.filter), page)
 		return
 	}
 	var b bytes.Buffer
@@ -171,7 +179,7 @@ func (s *Server) writeListAnswer(w http.ResponseWriter, r *http.Request, info *i
 			return
 		}
 	} else {
-		appendList(&b, kind, apiVersion, rv, next, remaining, page)
+		appendList(&b, kind, apiVersion, rv, next, remaining, shardInfo(&p.filter), page)
 	}
 	writeJSON(w, r, http.StatusOK, b.Bytes(), p.pretty)
 }
@@ -186,9 +194,9 @@ const listWriteBuffer = 64 << 10
 // cost a second copy of their JSON per request, and copying it twice
 // (into the buffer, then to the connection) was half the CPU of a list.
 // Content-Length is computed first, so clients still see the size.
-func writeList(w http.ResponseWriter, r *http.Request, kind, apiVersion string, rv uint64, next string, remaining int, page []*informer.Object) {
+func writeList(w http.ResponseWriter, r *http.Request, kind, apiVersion string, rv uint64, next string, remaining int, shard string, page []*informer.Object) {
 	var head bytes.Buffer
-	appendListHead(&head, kind, apiVersion, rv, next, remaining)
+	appendListHead(&head, kind, apiVersion, rv, next, remaining, shard)
 	const tail = "]}\n"
 	n := head.Len() + len(tail)
 	for i, o := range page {
@@ -218,9 +226,9 @@ func writeList(w http.ResponseWriter, r *http.Request, kind, apiVersion string, 
 }
 
 // appendList writes a list envelope around the objects' stored JSON.
-func appendList(b *bytes.Buffer, kind, apiVersion string, rv uint64, next string, remaining int, page []*informer.Object) {
+func appendList(b *bytes.Buffer, kind, apiVersion string, rv uint64, next string, remaining int, shard string, page []*informer.Object) {
 	b.Grow(256 + sizeOf(page))
-	appendListHead(b, kind, apiVersion, rv, next, remaining)
+	appendListHead(b, kind, apiVersion, rv, next, remaining, shard)
 	for i, o := range page {
 		if i > 0 {
 			b.WriteByte(',')
@@ -234,7 +242,7 @@ func appendList(b *bytes.Buffer, kind, apiVersion string, rv uint64, next string
 // the objects: each item's metadata is copied from its stored JSON.
 func appendMetadataList(b *bytes.Buffer, version string, rv uint64, next string, remaining int, page []*informer.Object) error {
 	b.Grow(256 + 512*len(page))
-	appendListHead(b, "PartialObjectMetadataList", "meta.k8s.io/"+version, rv, next, remaining)
+	appendListHead(b, "PartialObjectMetadataList", "meta.k8s.io/"+version, rv, next, remaining, "")
 	for i, o := range page {
 		if i > 0 {
 			b.WriteByte(',')
@@ -248,8 +256,9 @@ func appendMetadataList(b *bytes.Buffer, version string, rv uint64, next string,
 }
 
 // appendListHead writes a list's kind, apiVersion, metadata and the
-// opening of its items.
-func appendListHead(b *bytes.Buffer, kind, apiVersion string, rv uint64, next string, remaining int) {
+// opening of its items; shard, when set, is the shard selector echoed in
+// metadata.shardInfo.
+func appendListHead(b *bytes.Buffer, kind, apiVersion string, rv uint64, next string, remaining int, shard string) {
 	b.WriteString(`{"kind":`)
 	writeJSONString(b, kind)
 	b.WriteString(`,"apiVersion":`)
@@ -262,6 +271,11 @@ func appendListHead(b *bytes.Buffer, kind, apiVersion string, rv uint64, next st
 		b.WriteString(next) // base64url: nothing to escape
 		b.WriteString(`","remainingItemCount":`)
 		b.WriteString(strconv.Itoa(remaining))
+	}
+	if shard != "" {
+		b.WriteString(`,"shardInfo":{"selector":`)
+		writeJSONString(b, shard)
+		b.WriteByte('}')
 	}
 	b.WriteString(`},"items":[`)
 }
@@ -334,7 +348,7 @@ func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, rq apiRequest,
 		s.writeError(w, r, err)
 		return
 	}
-	table := rep.table.forRequest(res.Info, rq)
+	table := rep.table
 	o, ok := res.Get(rq.namespace, rq.name)
 	if !ok {
 		st := notFound("%s %q not found", res.Info.GVR.GroupResource(), rq.name)
@@ -344,7 +358,7 @@ func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, rq apiRequest,
 	}
 	pretty := isTrue(r.URL.Query().Get("pretty"))
 	if table != nil {
-		s.writeTable(w, r, s.printer(r.Context(), res.Info), []*informer.Object{o}, o.RV, "", 0, table, pretty)
+		s.writeTable(w, r, s.printer(r.Context(), res), []*informer.Object{o}, o.RV, "", 0, table, pretty)
 		return
 	}
 	if rep.metadata != "" {

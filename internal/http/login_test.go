@@ -39,7 +39,7 @@ func TestAuthRoutes(t *testing.T) {
 	ws := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte(auth.UserFrom(r.Context()).Name))
 	})
-	s, err := New(Options{Manager: mgr, Tables: wire.NewTables(mgr, zap.NewNop()), Listener: nopListener{}, WebSocket: ws, Authenticator: bearer, Login: login,
+	s, err := New(Options{Manager: mgr, Tables: wire.NewTables(mgr, zap.NewNop(), wire.ViewLimits{}), Listener: nopListener{}, WebSocket: ws, Authenticator: bearer, Login: login,
 		RateLimiter: auth.NewRateLimiter(auth.RateLimitOptions{QPS: 1, Burst: 3}, nil)})
 	if err != nil {
 		t.Fatal(err)

@@ -136,7 +136,7 @@ func TestMetricsNeedANonResourceAuthorizer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = New(Options{Manager: mgr, Tables: wire.NewTables(mgr, zap.NewNop()), Authorizer: resourceOnly{}, Listener: nopListener{}})
+	_, err = New(Options{Manager: mgr, Tables: wire.NewTables(mgr, zap.NewNop(), wire.ViewLimits{}), Authorizer: resourceOnly{}, Listener: nopListener{}})
 	if err == nil || !strings.Contains(err.Error(), "cannot authorize /metrics") {
 		t.Fatalf("err = %v", err)
 	}

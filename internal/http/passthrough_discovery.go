@@ -2,69 +2,55 @@ package httpapi
 
 import (
 	"slices"
-	"strings"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// servedResources is l as the gateway serves it in discovery. Without
-// pass-through, the resources the cache serves with the read verbs only
-// (readOnlyResources). With it, every resource, verb and subresource of
-// kube-apiserver's, since what the cache does not serve is passed on
+// passedDiscovery is the apiserver's discovery as the gateway serves it
+// with pass-through: as it is, every resource with its verbs and
+// subresources, since what the cache does not serve is passed on
 // (kubectl scale finds the scale subresource there, kubectl api-resources
 // lists what kube-apiserver lists), except the proxy subresources, which
 // are never passed.
-func (s *Server) servedResources(l *metav1.APIResourceList) *metav1.APIResourceList {
-	if s.pass == nil {
-		return readOnlyResources(l)
-	}
-	out := &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
-		GroupVersion: l.GroupVersion, APIResources: []metav1.APIResource{}}
-	for _, r := range l.APIResources {
-		if strings.HasSuffix(r.Name, "/proxy") {
-			continue
+func passedDiscovery(in []apidiscoveryv2.APIGroupDiscovery) []apidiscoveryv2.APIGroupDiscovery {
+	out := make([]apidiscoveryv2.APIGroupDiscovery, 0, len(in))
+	for _, g := range in {
+		sg := apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: g.Name}}
+		for _, v := range g.Versions {
+			sv := apidiscoveryv2.APIVersionDiscovery{Version: v.Version, Freshness: v.Freshness}
+			for _, r := range v.Resources {
+				r.Subresources = slices.DeleteFunc(slices.Clone(r.Subresources), func(s apidiscoveryv2.APISubresourceDiscovery) bool {
+					return s.Subresource == "proxy"
+				})
+				if len(r.Subresources) == 0 {
+					r.Subresources = nil
+				}
+				sv.Resources = append(sv.Resources, r)
+			}
+			sg.Versions = append(sg.Versions, sv)
 		}
-		r.StorageVersionHash = ""
-		out.APIResources = append(out.APIResources, r)
+		out = append(out, sg)
 	}
 	return out
 }
 
-// aggregatedResources is l's resources in aggregated discovery's form:
-// each subresource ("deployments/scale") under its resource.
-func aggregatedResources(gv schema.GroupVersion, l *metav1.APIResourceList) []apidiscoveryv2.APIResourceDiscovery {
-	var out []apidiscoveryv2.APIResourceDiscovery
-	for _, res := range l.APIResources {
-		parent, sub, isSub := strings.Cut(res.Name, "/")
-		if isSub {
-			i := slices.IndexFunc(out, func(r apidiscoveryv2.APIResourceDiscovery) bool { return r.Resource == parent })
-			if i < 0 {
-				continue // kube-apiserver lists a subresource after its resource
-			}
-			kind := &metav1.GroupVersionKind{Group: gv.Group, Version: gv.Version, Kind: res.Kind}
-			if res.Version != "" {
-				kind.Group, kind.Version = res.Group, res.Version
-			}
-			out[i].Subresources = append(out[i].Subresources, apidiscoveryv2.APISubresourceDiscovery{
-				Subresource: sub, ResponseKind: kind, Verbs: res.Verbs,
-			})
-			continue
+// legacySubresources are r's subresources in the legacy form, as
+// kube-apiserver lists them after their resource: "resource/subresource",
+// no singular name, the resource's scope, the subresource's kind (with a
+// group and version where they differ from the list's) and verbs.
+func legacySubresources(r apidiscoveryv2.APIResourceDiscovery) []metav1.APIResource {
+	var out []metav1.APIResource
+	for _, sub := range r.Subresources {
+		res := metav1.APIResource{
+			Name:       r.Resource + "/" + sub.Subresource,
+			Namespaced: r.Scope == apidiscoveryv2.ScopeNamespace,
+			Verbs:      sub.Verbs,
 		}
-		scope := apidiscoveryv2.ScopeCluster
-		if res.Namespaced {
-			scope = apidiscoveryv2.ScopeNamespace
+		if rk := sub.ResponseKind; rk != nil {
+			res.Group, res.Version, res.Kind = rk.Group, rk.Version, rk.Kind
 		}
-		out = append(out, apidiscoveryv2.APIResourceDiscovery{
-			Resource:         res.Name,
-			ResponseKind:     &metav1.GroupVersionKind{Group: gv.Group, Version: gv.Version, Kind: res.Kind},
-			Scope:            scope,
-			SingularResource: res.SingularName,
-			Verbs:            res.Verbs,
-			ShortNames:       res.ShortNames,
-			Categories:       res.Categories,
-		})
+		out = append(out, res)
 	}
 	return out
 }

@@ -85,7 +85,7 @@ func passServer(t testing.TB, up *upstream, pt func(*PassThrough), opts func(*Op
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := Options{Manager: mgr, Tables: wire.NewTables(mgr, zap.NewNop()), Listener: nopListener{}, Authenticator: bearer, Login: login}
+	o := Options{Manager: mgr, Tables: wire.NewTables(mgr, zap.NewNop(), wire.ViewLimits{}), Listener: nopListener{}, Authenticator: bearer, Login: login}
 	if up != nil {
 		u, _ := url.Parse(up.srv.URL)
 		normal := &http.Transport{}

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -61,7 +63,7 @@ func startStoppableGateway(t *testing.T, mod func(*Options)) (string, func()) {
 		mod(&opts)
 	}
 	if opts.Tables == nil {
-		opts.Tables = wire.NewTables(mgr, log.Named("livequery"))
+		opts.Tables = wire.NewTables(mgr, log.Named("livequery"), wire.ViewLimits{})
 		// Stopped after the server (cleanups run last first).
 		t.Cleanup(opts.Tables.Run())
 	}
@@ -341,28 +343,35 @@ func TestRESTListAndGet(t *testing.T) {
 			tbl.Rows[0].Cells[0] != "cm-0" || tbl.Rows[0].Cells[1] != float64(1) {
 			t.Fatalf("table: %s", r.body)
 		}
-		// Resources without them get Name, Namespace (in one namespace)
-		// and Age.
+		// Every resource has kube-apiserver's own columns, in one
+		// namespace and cluster-wide alike (kubectl -A adds NAMESPACE
+		// itself, from the rows' metadata).
 		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "sa-0"}}
 		if _, err := env.Client.CoreV1().ServiceAccounts(ns).Create(t.Context(), sa, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		var generic metav1.Table
+		var inNS metav1.Table
 		testenv.Eventually(t, "sa-0 in the cache", func() bool {
 			r := do(t, "GET", gw+"/api/v1/namespaces/"+ns+"/serviceaccounts", "Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
-			return r.code == 200 && json.Unmarshal(r.body, &generic) == nil && len(generic.Rows) > 0
+			return r.code == 200 && json.Unmarshal(r.body, &inNS) == nil && len(inNS.Rows) > 0
 		})
-		cols = nil
-		for _, c := range generic.ColumnDefinitions {
-			cols = append(cols, c.Name)
+		want, err := env.Client.CoreV1().RESTClient().Get().Namespace(ns).Resource("serviceaccounts").
+			SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(t.Context())
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !slices.Equal(cols, []string{"Name", "Namespace", "Age"}) || generic.Rows[0].Cells[0] != "sa-0" || generic.Rows[0].Cells[1] != ns {
-			t.Errorf("generic table: %v %v", cols, generic.Rows)
+		var fromAPIServer metav1.Table
+		if err := json.Unmarshal(want, &fromAPIServer); err != nil {
+			t.Fatal(err)
 		}
 		r = do(t, "GET", gw+"/api/v1/serviceaccounts", "Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
 		var all metav1.Table
-		if r.code != 200 || json.Unmarshal(r.body, &all) != nil || len(all.ColumnDefinitions) != 2 || all.ColumnDefinitions[1].Name != "Age" {
-			t.Errorf("cluster-wide table: want Name, Age (kubectl -A adds NAMESPACE): %.300s", r.body)
+		if r.code != 200 || json.Unmarshal(r.body, &all) != nil {
+			t.Fatalf("cluster-wide table: %d %.300s", r.code, r.body)
+		}
+		if !cmp.Equal(inNS.ColumnDefinitions, fromAPIServer.ColumnDefinitions) || !cmp.Equal(all.ColumnDefinitions, fromAPIServer.ColumnDefinitions) {
+			t.Errorf("serviceaccounts' columns: in a namespace %v, cluster-wide %v; kube-apiserver's %v",
+				inNS.ColumnDefinitions, all.ColumnDefinitions, fromAPIServer.ColumnDefinitions)
 		}
 		var meta metav1.PartialObjectMetadata
 		if err := json.Unmarshal(tbl.Rows[0].Object.Raw, &meta); err != nil || meta.Name != "cm-0" || meta.Namespace != ns {

@@ -65,6 +65,12 @@ type Options struct {
 	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	// WebSocket is mounted at /ws behind authentication. Default: none.
 	WebSocket http.Handler
+	// OpenAPI serves /openapi/v2, /openapi/v3 and below (package
+	// openapi), behind authentication and, as kube-apiserver authorizes
+	// them, authorization of get on the path as a non-resource URL
+	// (Authorizer must then implement auth.NonResourceAuthorizer).
+	// Default: none (404).
+	OpenAPI http.Handler
 	// Web serves the dashboard at / without authentication (it holds no
 	// data; the data it fetches is authenticated). Default: none.
 	Web http.Handler
@@ -155,6 +161,9 @@ func (o Options) withDefaults() (Options, error) {
 	if _, ok := o.Authorizer.(auth.NonResourceAuthorizer); !ok && !o.OpenMetrics {
 		return o, fmt.Errorf("httpapi: Options.Authorizer (%T) cannot authorize /metrics (auth.NonResourceAuthorizer); implement it or set OpenMetrics", o.Authorizer)
 	}
+	if _, ok := o.Authorizer.(auth.NonResourceAuthorizer); !ok && o.OpenAPI != nil {
+		return o, fmt.Errorf("httpapi: Options.Authorizer (%T) cannot authorize /openapi (auth.NonResourceAuthorizer)", o.Authorizer)
+	}
 	if o.RecheckInterval <= 0 {
 		o.RecheckInterval = 5 * time.Second
 	}
@@ -194,6 +203,8 @@ type Server struct {
 	metrics *metrics
 	pager   *pager
 	pass    *passThrough // nil: pass-through is off
+	// discovery holds the discovery answers, rendered once per document.
+	discovery discoveryCache
 	// baseCtx is every request's parent; cancelled when shutdown begins
 	// so streams end promptly instead of holding Shutdown up.
 	baseCtx    context.Context
@@ -212,6 +223,7 @@ func New(opts Options) (*Server, error) {
 		if s.pass, err = newPassThrough(*opts.PassThrough, opts.Logger.Named("passthrough")); err != nil {
 			return nil, err
 		}
+		s.discovery.passThrough = true
 	}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	s.metrics = newMetrics(opts.Registry)
@@ -253,6 +265,7 @@ func (s *Server) routes() http.Handler {
 			r.Handle("/ws", s.opts.WebSocket)
 		}
 		s.mountAPI(r)
+		s.mountOpenAPI(r)
 	})
 	if s.opts.Web != nil {
 		r.Handle("/*", s.opts.Web)

@@ -68,7 +68,7 @@ func (s *Server) serveSortedList(w http.ResponseWriter, r *http.Request, rq apiR
 	}
 	ctx := r.Context()
 	params := wire.Params{Sort: q.Get("sort"), Order: q.Get("order"), Filter: q.Get("filter")}
-	cols := s.printer(ctx, res.Info).Columns()
+	cols := s.printer(ctx, res).Columns()
 	spec, err := params.Resolve(res.Info, cols)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -99,7 +99,7 @@ func (s *Server) serveSortedList(w http.ResponseWriter, r *http.Request, rq apiR
 	if pg.next != nil {
 		next = wire.Token(spec.Sort, *pg.next)
 	}
-	s.writeListAnswer(w, r, res.Info, p, pg.printer, pg.objs, pg.rv, next, pg.remaining)
+	s.writeListAnswer(w, r, res, p, pg.printer, pg.objs, pg.rv, next, pg.remaining)
 }
 
 // sortedPage is what a sorted list answers.

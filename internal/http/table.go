@@ -9,7 +9,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"kubegate/internal/informer"
 	"kubegate/internal/rows"
@@ -20,83 +19,98 @@ import (
 type tableOptions struct {
 	version       string // v1 or v1beta1
 	includeObject metav1.IncludeObjectPolicy
-	// namespaceColumn adds a Namespace column; see forRequest.
-	namespaceColumn bool
 }
 
-// forRequest decides the Namespace column: shown (at priority 1, so
-// kubectl prints it with -o wide) for requests in one namespace, and left
-// out of cluster-wide ones, where kubectl -A adds its own NAMESPACE column
-// from the rows' metadata (unless the rows carry no object).
-func (t *tableOptions) forRequest(info *informer.ResourceInfo, rq apiRequest) *tableOptions {
-	if t != nil {
-		t.namespaceColumn = info.Namespaced && (rq.namespace != "" || t.includeObject == metav1.IncludeNone)
-	}
-	return t
-}
-
-// writeTable answers objs as a Table: the columns of printer p (the
-// resource's, see rows.New), with a Namespace column for generic ones as
-// forRequest decides. A page with a continue token carries the number of
-// objects after it (remaining), as a list does.
+// writeTable answers objs as a Table of printer p's columns. A page with
+// a continue token carries the number of objects after it (remaining),
+// as a list does.
 func (s *Server) writeTable(w http.ResponseWriter, r *http.Request, p *rows.Printer, objs []*informer.Object,
 	rv uint64, cont string, remaining int, opts *tableOptions, pretty bool) {
-	t := buildTable(p, objs, opts, true, s.opts.Clock.Now())
-	t.ResourceVersion = strconv.FormatUint(rv, 10)
-	t.Continue = cont
-	if cont != "" {
-		n := int64(remaining)
-		t.RemainingItemCount = &n
-	}
-	b, err := json.Marshal(t)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
+	b := make([]byte, 0, 4096+len(objs)*256)
+	b = appendTable(b, p, objs, opts, true, s.opts.Clock.Now(), func(b []byte) []byte {
+		b = append(b, `{"resourceVersion":`...)
+		b = appendString(b, strconv.FormatUint(rv, 10))
+		if cont != "" {
+			b = append(b, `,"continue":`...)
+			b = appendString(b, cont)
+			b = append(b, `,"remainingItemCount":`...)
+			b = strconv.AppendInt(b, int64(remaining), 10)
+		}
+		return append(b, '}')
+	})
 	writeJSON(w, r, http.StatusOK, append(b, '\n'), pretty)
 }
 
-// printer returns the printer of a resource, with its CRD's columns.
-func (s *Server) printer(ctx context.Context, info *informer.ResourceInfo) *rows.Printer {
-	return rows.ForResource(ctx, s.opts.Manager, info)
+// printer returns the printer of a resource's rows (rows.ForResource).
+func (s *Server) printer(ctx context.Context, res *informer.Resource) *rows.Printer {
+	return rows.ForResource(ctx, s.opts.Manager, res)
 }
 
-// buildTable builds the Table of objs with printer p; headers false
-// omits the column definitions. Relative cells (ages) are shown at now.
-func buildTable(p *rows.Printer, objs []*informer.Object, opts *tableOptions, headers bool, now time.Time) *metav1.Table {
-	if opts.namespaceColumn {
-		p = p.WithNamespace()
-	}
-	t := &metav1.Table{TypeMeta: metav1.TypeMeta{Kind: "Table", APIVersion: "meta.k8s.io/" + opts.version},
-		Rows: make([]metav1.TableRow, 0, len(objs))}
+// appendTable appends the Table of objs, as kube-apiserver encodes one:
+// kind, apiVersion, metadata (written by meta), the column definitions
+// (null without headers, as a watch's later events carry them), and a row
+// per object with its cells shown at now and its object as opts asks.
+// Each row is the object version's cached row (rows.Printer.Row):
+// kube-apiserver's bytes for static cells, and relative cells rendered;
+// nothing is decoded here.
+func appendTable(b []byte, p *rows.Printer, objs []*informer.Object, opts *tableOptions, headers bool, now time.Time,
+	meta func([]byte) []byte) []byte {
+	b = append(b, `{"kind":"Table","apiVersion":"meta.k8s.io/`...)
+	b = append(b, opts.version...)
+	b = append(b, `","metadata":`...)
+	b = meta(b)
+	b = append(b, `,"columnDefinitions":`...)
 	if headers {
-		t.ColumnDefinitions = p.Definitions()
+		b = append(b, p.RawDefinitions()...)
+	} else {
+		b = append(b, "null"...)
 	}
-	for _, o := range objs {
-		r := p.Row(o)
-		t.Rows = append(t.Rows, tableRow(o, r.Display(now), r.Conditions, opts))
+	b = append(b, `,"rows":[`...)
+	for i, o := range objs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendTableRow(b, p, o, opts, now)
 	}
-	return t
+	return append(b, "]}"...)
 }
 
-// tableRow is o's row with its object as includeObject asks.
-func tableRow(o *informer.Object, cells []any, conds []metav1.TableRowCondition, opts *tableOptions) metav1.TableRow {
-	row := metav1.TableRow{Cells: cells, Conditions: conds}
+// appendTableRow appends o's Table row: its cells, its conditions, and
+// its object as includeObject asks (the object as stored, its metadata
+// as a PartialObjectMetadata, or nothing).
+func appendTableRow(b []byte, p *rows.Printer, o *informer.Object, opts *tableOptions, now time.Time) []byte {
+	r := p.Row(o)
+	b = append(b, `{"cells":`...)
+	b = r.AppendCells(b, now)
+	if len(o.RowConditions) > 0 && p.Follows(o.Columns) {
+		b = append(b, `,"conditions":`...)
+		b = append(b, o.RowConditions...)
+	}
+	b = append(b, `,"object":`...)
 	switch opts.includeObject {
 	case metav1.IncludeObject:
-		row.Object = runtime.RawExtension{Raw: o.Raw}
+		b = append(b, o.Raw...)
 	case metav1.IncludeMetadata:
-		// The object's whole stored metadata, as from the apiserver;
-		// the cached ObjectMeta is only a subset.
-		var b bytes.Buffer
-		if appendPartialMetadata(&b, "v1", o) != nil {
-			m, _ := json.Marshal(&metav1.PartialObjectMetadata{
+		// The object's whole stored metadata, as from the apiserver; the
+		// cached ObjectMeta is only a subset.
+		var m bytes.Buffer
+		if appendPartialMetadata(&m, "v1", o) != nil {
+			j, _ := json.Marshal(&metav1.PartialObjectMetadata{
 				TypeMeta:   metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"},
 				ObjectMeta: o.ObjectMeta})
-			b.Reset()
-			b.Write(m)
+			m.Reset()
+			m.Write(j)
 		}
-		row.Object = runtime.RawExtension{Raw: b.Bytes()}
+		b = append(b, m.Bytes()...)
+	default:
+		b = append(b, "null"...)
 	}
-	return row
+	return append(b, '}')
+}
+
+// appendString appends s as a JSON string, escaped as kube-apiserver's
+// encoder escapes it (HTML characters included).
+func appendString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s)
+	return append(b, q...)
 }

@@ -121,6 +121,11 @@ type watchStream struct {
 	kind  string // the resource's kind and apiVersion, for bookmarks
 	apiV  string
 	table func(o *informer.Object) []byte // non-nil for Table watches
+	// tableVersion is a Table watch's meta.k8s.io version, for its bookmarks.
+	tableVersion string
+	// tableStale reports an object printed with other columns than the
+	// stream's (nil but for Table watches).
+	tableStale func(o *informer.Object) bool
 	// metadata is the meta.k8s.io version of PartialObjectMetadata
 	// events, or "".
 	metadata string
@@ -144,6 +149,17 @@ func (ws *watchStream) Encode(_ *informer.Listener, n *informer.Notification) er
 	id := n.RV
 	if ws.inSnapshot {
 		id = 0
+	}
+	if n.Object != nil && ws.tableStale != nil && ws.tableStale(n.Object) {
+		// The resource's columns changed (a CRD's printer columns
+		// edited): rows in a new layout must not follow the old column
+		// definitions. kube-apiserver closes such a watch as it tears the
+		// CRD's storage down; here the client is told to list again, and
+		// the next watch carries the new definitions.
+		ws.status(apistatus.New(http.StatusGone, metav1.StatusReasonExpired,
+			"the resource's columns changed; list again for the new ones"))
+		_ = ws.flush()
+		return errStreamEnded
 	}
 	switch n.Type {
 	case informer.Added:
@@ -233,6 +249,17 @@ func (ws *watchStream) mark(rv uint64) {
 
 func (ws *watchStream) bookmark(rv uint64, initialEnd bool) {
 	b, _ := json.Marshal(map[string]any{"kind": ws.kind, "apiVersion": ws.apiV, "metadata": bookmarkMeta(rv, initialEnd)})
+	if ws.table != nil {
+		// A Table, as kube-apiserver sends a bookmark in Table form: one
+		// row holding the bookmark's object. Its cells are empty: kube-
+		// apiserver prints an empty object, which no client reads.
+		t := append([]byte(`{"kind":"Table","apiVersion":"meta.k8s.io/`), ws.tableVersion...)
+		t = append(t, `","metadata":{"resourceVersion":`...)
+		t = appendString(t, strconv.FormatUint(rv, 10))
+		t = append(t, `},"columnDefinitions":null,"rows":[{"cells":[],"object":`...)
+		t = append(t, b...)
+		b = append(t, "}]}"...)
+	}
 	ws.event("BOOKMARK", b, rv)
 }
 
@@ -289,6 +316,9 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 	}
 	info := res.Info
 	f, err := informer.ParseFilter(info, rq.namespace, r.URL.Query().Get("labelSelector"), r.URL.Query().Get("fieldSelector"))
+	if err == nil {
+		err = parseShardSelector(r.URL.Query(), &f)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -327,15 +357,22 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, rq apiReques
 	// same keep-alive connection does not inherit one.
 	defer func() { _ = ws.rc.SetWriteDeadline(time.Time{}) }()
 	if p.table != nil {
-		p.table = p.table.forRequest(info, rq)
 		first := true
-		printer := s.printer(r.Context(), info) // once per stream
+		printer := s.printer(r.Context(), res) // once per stream
+		opts := p.table
 		ws.table = func(o *informer.Object) []byte {
-			t := buildTable(printer, []*informer.Object{o}, p.table, first, s.opts.Clock.Now())
+			// Column definitions on the first event only, as
+			// kube-apiserver sends them.
+			b := appendTable(nil, printer, []*informer.Object{o}, opts, first, s.opts.Clock.Now(), func(b []byte) []byte {
+				b = append(b, `{"resourceVersion":`...)
+				b = appendString(b, o.ResourceVersion)
+				return append(b, '}')
+			})
 			first = false
-			b, _ := json.Marshal(t)
 			return b
 		}
+		ws.tableVersion = opts.version
+		ws.tableStale = func(o *informer.Object) bool { return o.Columns != nil && !printer.Follows(o.Columns) }
 	}
 	if p.sse {
 		w.Header().Set("Content-Type", "text/event-stream")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,24 +35,31 @@ import (
 type objectDecoder struct {
 	gvk               schema.GroupVersionKind
 	keepManagedFields bool
-	selectableFields  []string // beyond metadata.name/namespace
+	selectableFields  []string // names of specs
 
-	// fields holds the selectable fields' paths as a tree, one node per
-	// segment; its root has no name.
+	// specs are the selectable fields beyond metadata.name/namespace.
+	specs []selectableField
+	// paths are the distinct JSON paths specs read, dotted; specPaths
+	// lists, per spec, the indexes of its paths.
+	paths     []string
+	specPaths [][]int
+
+	// fields holds the paths as a tree, one node per segment; its root
+	// has no name.
 	fields fieldNode
 	// typeMembers is `"apiVersion":"<group/version>","kind":"<Kind>"`, the
 	// members inserted into objects served without a kind (list items of
 	// built-in types).
 	typeMembers []byte
-	// typeFields are the selectable fields under apiVersion or kind, whose
-	// values the inserted members replace.
+	// typeFields are the paths under apiVersion or kind, whose values
+	// the inserted members replace.
 	typeFields []int
 }
 
 // fieldNode is one segment of the selectable fields' paths.
 type fieldNode struct {
 	name     string
-	leaves   []int // indexes into selectableFields of the paths ending here
+	leaves   []int // indexes into paths of the paths ending here
 	children []*fieldNode
 }
 
@@ -69,24 +77,35 @@ func (n *fieldNode) child(name []byte) *fieldNode {
 }
 
 // newObjectDecoder returns a decoder for objects of kind gvk. It extracts
-// selectableFields (dotted paths beyond metadata.name and
-// metadata.namespace, such as "spec.nodeName") into Object.extra.
-func newObjectDecoder(gvk schema.GroupVersionKind, keepManagedFields bool, selectableFields []string) *objectDecoder {
-	d := &objectDecoder{gvk: gvk, keepManagedFields: keepManagedFields, selectableFields: slices.Clone(selectableFields)}
-	for i, f := range d.selectableFields {
-		n := &d.fields
-		for seg := range strings.SplitSeq(f, ".") {
-			c := n.child([]byte(seg))
-			if c == nil {
-				c = &fieldNode{name: seg}
-				n.children = append(n.children, c)
+// the values at paths (dotted, beyond metadata.name and
+// metadata.namespace, such as "spec.nodeName"), each as the selectable
+// field of that name, into Object.extra.
+func newObjectDecoder(gvk schema.GroupVersionKind, keepManagedFields bool, paths []string) *objectDecoder {
+	specs := make([]selectableField, len(paths))
+	for i, p := range paths {
+		specs[i] = field(p)
+	}
+	return newFieldDecoder(gvk, keepManagedFields, specs)
+}
+
+// newFieldDecoder returns a decoder for objects of kind gvk that extracts
+// the selectable fields specs into Object.extra.
+func newFieldDecoder(gvk schema.GroupVersionKind, keepManagedFields bool, specs []selectableField) *objectDecoder {
+	d := &objectDecoder{gvk: gvk, keepManagedFields: keepManagedFields, specs: slices.Clone(specs)}
+	for _, f := range d.specs {
+		d.selectableFields = append(d.selectableFields, f.name)
+		var idx []int
+		for _, path := range f.paths {
+			dotted := strings.Join(path, ".")
+			i := slices.Index(d.paths, dotted)
+			if i < 0 {
+				i = len(d.paths)
+				d.paths = append(d.paths, dotted)
+				d.addPath(path, i)
 			}
-			n = c
+			idx = append(idx, i)
 		}
-		n.leaves = append(n.leaves, i)
-		if top, _, _ := strings.Cut(f, "."); top == "apiVersion" || top == "kind" {
-			d.typeFields = append(d.typeFields, i)
-		}
+		d.specPaths = append(d.specPaths, idx)
 	}
 	// AppendQuote fails only on invalid UTF-8, which it replaces; a kind
 	// or group version with invalid UTF-8 is not served by any apiserver.
@@ -96,6 +115,23 @@ func newObjectDecoder(gvk schema.GroupVersionKind, keepManagedFields bool, selec
 	b, _ = jsontext.AppendQuote(b, gvk.Kind)
 	d.typeMembers = b
 	return d
+}
+
+// addPath files path, the i-th of d.paths, in d.fields.
+func (d *objectDecoder) addPath(path []string, i int) {
+	n := &d.fields
+	for _, seg := range path {
+		c := n.child([]byte(seg))
+		if c == nil {
+			c = &fieldNode{name: seg}
+			n.children = append(n.children, c)
+		}
+		n = c
+	}
+	n.leaves = append(n.leaves, i)
+	if path[0] == "apiVersion" || path[0] == "kind" {
+		d.typeFields = append(d.typeFields, i)
+	}
 }
 
 func (d *objectDecoder) wrap(err error) error {
@@ -130,7 +166,7 @@ func (d *objectDecoder) decode(b []byte) (*Object, error) {
 		}
 		return nil, d.wrap(err)
 	}
-	o, err := p.object(b, 0)
+	o, err := p.object(b, 0, nil)
 	if err != nil {
 		return nil, d.wrap(err)
 	}
@@ -154,6 +190,7 @@ type objectParser struct {
 	// What parseObject found. Offsets are the decoder's input offsets.
 	start, end int64    // the object, from '{' to past '}'
 	kindSet    bool     // the object has a non-empty string kind
+	kind       span     // its kind, when it is a string
 	top, meta  []member // members of the object and of its metadata
 
 	// arena holds every string the Object keeps, unescaped; object turns
@@ -167,7 +204,7 @@ type objectParser struct {
 	deleted   span
 	labels    stringMap
 	annots    stringMap
-	values    []span // per selectable field; start < 0 when absent
+	values    []span // per path of the decoder's; start < 0 when absent
 
 	key  []byte // unescaped member name, when it had escapes
 	cuts []cut
@@ -214,13 +251,13 @@ func (p *objectParser) release() {
 }
 
 func (p *objectParser) reset() {
-	p.start, p.end, p.kindSet = 0, 0, false
+	p.start, p.end, p.kindSet, p.kind = 0, 0, false, span{}
 	p.top, p.meta, p.cuts = p.top[:0], p.meta[:0], p.cuts[:0]
 	p.arena = p.arena[:0]
 	p.name, p.namespace, p.uid, p.rv, p.created, p.deleted = span{}, span{}, span{}, span{}, span{}, span{}
 	p.labels = stringMap{pairs: p.labels.pairs[:0]}
 	p.annots = stringMap{pairs: p.annots.pairs[:0]}
-	p.values = slices.Grow(p.values[:0], len(p.d.selectableFields))[:len(p.d.selectableFields)]
+	p.values = slices.Grow(p.values[:0], len(p.d.paths))[:len(p.d.paths)]
 	for i := range p.values {
 		p.values[i] = span{-1, -1}
 	}
@@ -260,9 +297,8 @@ func (p *objectParser) parseObject() error {
 				raw, err = dec.ReadValue()
 				if err == nil {
 					p.kindSet = len(raw) > len(`""`)
-					if n != nil {
-						p.setLeaves(n, p.appendString(raw))
-					}
+					p.kind = p.appendString(raw)
+					p.setLeaves(n, p.kind)
 				}
 			} else {
 				err = p.walkValue(n)
@@ -531,10 +567,17 @@ func (p *objectParser) appendScalar(raw []byte) (span, bool) {
 	return span{start, len(p.arena)}, true
 }
 
+// kindIs reports whether the object parseObject read has kind k.
+func (p *objectParser) kindIs(k string) bool {
+	return string(p.arena[p.kind.start:p.kind.end]) == k
+}
+
 // object builds the Object parseObject read. src holds the input from
-// offset base on, including the whole object.
-func (p *objectParser) object(src []byte, base int64) (*Object, error) {
-	raw, err := p.raw(src[p.start-base:p.end-base], p.start)
+// offset base on, including the whole object. cells, when not nil, are
+// the object's Table cells, compact: they become Object.Cells, in the
+// allocation that holds Raw.
+func (p *objectParser) object(src []byte, base int64, cells []byte) (*Object, error) {
+	raw, cells, err := p.raw(src[p.start-base:p.end-base], p.start, cells)
 	if err != nil {
 		return nil, err
 	}
@@ -542,7 +585,7 @@ func (p *objectParser) object(src []byte, base int64) (*Object, error) {
 	if !p.kindSet {
 		// The inserted apiVersion and kind are what paths there find now.
 		for _, i := range d.typeFields {
-			switch d.selectableFields[i] {
+			switch d.paths[i] {
 			case "apiVersion":
 				p.values[i] = p.appendText(d.gvk.GroupVersion().String())
 			case "kind":
@@ -555,7 +598,7 @@ func (p *objectParser) object(src []byte, base int64) (*Object, error) {
 	arena := string(p.arena)
 	str := func(s span) string { return arena[s.start:s.end] }
 
-	o := &Object{Raw: raw}
+	o := &Object{Raw: raw, Cells: cells}
 	o.Namespace = str(p.namespace)
 	o.Name = str(p.name)
 	o.UID = types.UID(str(p.uid))
@@ -575,20 +618,43 @@ func (p *objectParser) object(src []byte, base int64) (*Object, error) {
 		}
 	}
 	n := 0
-	for _, v := range p.values {
-		if v.start >= 0 {
+	for i := range d.specs {
+		if _, ok := p.fieldValue(i); ok {
 			n++
 		}
 	}
 	if n > 0 {
 		o.extra = make([]string, 0, 2*n)
-		for i, v := range p.values {
-			if v.start >= 0 {
-				o.extra = append(o.extra, d.selectableFields[i], str(v))
+		for i, f := range d.specs {
+			if v, ok := p.fieldValue(i); ok {
+				if v.start < 0 {
+					o.extra = append(o.extra, f.name, f.unset)
+				} else {
+					o.extra = append(o.extra, f.name, str(v))
+				}
 			}
 		}
 	}
 	return o, nil
+}
+
+// fieldValue returns the value of the decoder's i-th selectable field:
+// the first of its paths that holds a non-empty value, else one that
+// holds an empty one, else (span start < 0) the field's unset value.
+// ok is false when there is no value at all to keep.
+func (p *objectParser) fieldValue(i int) (v span, ok bool) {
+	v = span{-1, -1}
+	for _, j := range p.d.specPaths[i] {
+		if s := p.values[j]; s.start >= 0 {
+			if s.end > s.start {
+				return s, true
+			}
+			if v.start < 0 {
+				v = s
+			}
+		}
+	}
+	return v, v.start >= 0 || p.d.specs[i].unset != ""
 }
 
 func (p *objectParser) appendText(s string) span {
@@ -614,7 +680,10 @@ func (m *stringMap) build(arena string) map[string]string {
 // offset start, with the members parseObject marked cut left out and, for
 // an object without a kind, apiVersion and kind inserted first. Whitespace
 // that holds a line break or tab is removed, so Raw fits on one line.
-func (p *objectParser) raw(obj []byte, start int64) ([]byte, error) {
+// A non-nil tail is copied right after Raw, in the same allocation (one
+// allocation per object rather than two), and returned as the second
+// result; Raw's capacity ends where the tail starts.
+func (p *objectParser) raw(obj []byte, start int64, tail []byte) ([]byte, []byte, error) {
 	insert := !p.kindSet
 	if insert {
 		// Replace apiVersion and kind as the old transform's
@@ -642,7 +711,7 @@ func (p *objectParser) raw(obj []byte, start int64) ([]byte, error) {
 			}
 		}
 	}
-	out := make([]byte, 0, size)
+	out := make([]byte, 0, size+len(tail))
 	out = append(out, '{')
 	if insert {
 		out = append(out, p.d.typeMembers...)
@@ -657,17 +726,27 @@ func (p *objectParser) raw(obj []byte, start int64) ([]byte, error) {
 	}
 	out = append(out, obj[pos:]...)
 	if len(out) != size {
-		return nil, fmt.Errorf("internal error: built %d bytes, want %d", len(out), size)
+		return nil, nil, fmt.Errorf("internal error: built %d bytes, want %d", len(out), size)
 	}
-	// JSON strings cannot hold these bytes raw, so any is whitespace.
-	if bytes.IndexByte(out, '\n') >= 0 || bytes.IndexByte(out, '\r') >= 0 || bytes.IndexByte(out, '\t') >= 0 {
+	if !oneLine(out) {
 		v := jsontext.Value(out)
 		if err := v.Compact(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		out = append(make([]byte, 0, len(v)), v...)
+		out = append(make([]byte, 0, len(v)+len(tail)), v...)
 	}
-	return out, nil
+	if tail == nil {
+		return out, nil, nil
+	}
+	n := len(out)
+	out = append(out, tail...)
+	return out[:n:n], out[n:], nil
+}
+
+// oneLine reports whether JSON b holds no line break or tab: JSON strings
+// cannot hold these bytes raw, so any is whitespace.
+func oneLine(b []byte) bool {
+	return bytes.IndexByte(b, '\n') < 0 && bytes.IndexByte(b, '\r') < 0 && bytes.IndexByte(b, '\t') < 0
 }
 
 // appendCuts appends the byte ranges that remove the members marked cut
@@ -730,6 +809,12 @@ type stream struct {
 	rec recorder
 	dec *jsontext.Decoder
 	p   objectParser
+	// table says the stream answers a request for Tables (see
+	// tableEventObject); lists tell by their members.
+	table bool
+	// cells holds the cells of the Table row being read; conds its
+	// conditions, when it has any.
+	cells, conds []byte
 }
 
 func newStream(r io.Reader, d *objectDecoder) *stream {
@@ -747,7 +832,7 @@ func (s *stream) object(annotations bool) (*Object, error) {
 	if err := s.p.parseObject(); err != nil {
 		return nil, err
 	}
-	return s.p.object(s.rec.buf, s.rec.base)
+	return s.p.object(s.rec.buf, s.rec.base, nil)
 }
 
 // readString reads a string value; null reads as "".
@@ -777,6 +862,18 @@ func (s *stream) readString() (string, error) {
 type objectList struct {
 	metav1.ListMeta
 	Items []*Object
+	// table is set when the response was a Table (rows rather than items).
+	table *tableAnswer
+}
+
+// tableAnswer is what a Table list response says beyond its rows.
+type tableAnswer struct {
+	// columns is its columnDefinitions value, copied ("null" when absent).
+	columns []byte
+	// partial is set when a row carried no object of the resource's kind:
+	// the upstream ignored includeObject=Object (or sent metadata only).
+	// Such rows are left out of Items.
+	partial bool
 }
 
 var _ runtime.Object = (*objectList)(nil)
@@ -787,14 +884,18 @@ func (l *objectList) GetObjectKind() schema.ObjectKind { return schema.EmptyObje
 // DeepCopyObject implements runtime.Object. Objects are immutable, so the
 // copy shares them.
 func (l *objectList) DeepCopyObject() runtime.Object {
-	c := &objectList{Items: slices.Clone(l.Items)}
+	c := &objectList{Items: slices.Clone(l.Items), table: l.table}
 	l.ListMeta.DeepCopyInto(&c.ListMeta)
 	return c
 }
 
 // decodeList reads a list response body, such as
 // {"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"12"},"items":[...]},
-// decoding its items one at a time as they arrive.
+// or a Table of the resource with its objects embedded,
+// {"kind":"Table",...,"columnDefinitions":[...],"rows":[{"cells":[...],"object":{...}}]},
+// decoding its items (or rows) one at a time as they arrive. A row's
+// object becomes an Object whose Cells are the row's cells; Columns are
+// left to the caller.
 func (d *objectDecoder) decodeList(r io.Reader) (*objectList, error) {
 	s := newStream(r, d)
 	l, err := s.list()
@@ -820,6 +921,13 @@ func (s *stream) list() (*objectList, error) {
 		return nil, fmt.Errorf("got JSON %v, want an object", tok.Kind())
 	}
 	l := &objectList{}
+	var items, rows bool
+	table := func() *tableAnswer {
+		if l.table == nil {
+			l.table = &tableAnswer{columns: []byte("null")}
+		}
+		return l.table
+	}
 	for dec.PeekKind() != '}' {
 		name, _, err := s.p.readName()
 		if err != nil {
@@ -829,13 +937,29 @@ func (s *stream) list() (*objectList, error) {
 		case "metadata":
 			err = s.listMeta(&l.ListMeta)
 		case "items":
+			items = true
 			l.Items, err = s.items()
+		case "columnDefinitions":
+			var raw jsontext.Value
+			if raw, err = dec.ReadValue(); err == nil {
+				table().columns = bytes.Clone(raw)
+			}
+		case "rows":
+			rows = true
+			t := table()
+			l.Items, t.partial, err = s.rows()
 		default:
 			err = s.p.skip()
 		}
 		if err != nil {
 			return nil, err
 		}
+	}
+	if items && l.table != nil {
+		return nil, errors.New("both items and a Table's rows or columns")
+	}
+	if l.table != nil && !rows {
+		return nil, errors.New("a Table without rows")
 	}
 	if _, err := dec.ReadToken(); err != nil {
 		return nil, err
@@ -874,6 +998,136 @@ func (s *stream) items() ([]*Object, error) {
 	}
 	_, err := dec.ReadToken()
 	return items, err
+}
+
+// rows reads a list Table's rows. partial reports rows without an object
+// of the resource's kind, which are left out.
+func (s *stream) rows() (items []*Object, partial bool, err error) {
+	dec := s.dec
+	switch dec.PeekKind() {
+	case 'n':
+		return nil, false, s.p.skip()
+	case '[':
+	default:
+		if err := s.p.skip(); err != nil {
+			return nil, false, err
+		}
+		return nil, false, errors.New("rows: want an array")
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, false, err
+	}
+	items = []*Object{}
+	for i := 0; dec.PeekKind() != ']'; i++ {
+		o, err := s.row(false)
+		if err != nil {
+			return nil, false, fmt.Errorf("rows[%d]: %w", i, err)
+		}
+		if o == nil {
+			partial = true
+			continue
+		}
+		items = append(items, o)
+	}
+	_, err = dec.ReadToken()
+	return items, partial, err
+}
+
+// row reads one Table row, {"cells":[...],"object":{...}}, in any member
+// order, into the row's object with the row's cells as Object.Cells. It
+// returns nil for a row whose object is missing, null, or of another kind
+// than the resource's (PartialObjectMetadata, say). A bookmark's row
+// prints an empty object: its cells are not kept, and its object is read
+// with its annotations, whatever its kind.
+func (s *stream) row(bookmark bool) (*Object, error) {
+	dec := s.dec
+	if dec.PeekKind() != '{' {
+		if err := s.p.skip(); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("want an object")
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, err
+	}
+	var parsed, cells bool
+	s.conds = s.conds[:0]
+	for dec.PeekKind() != '}' {
+		name, _, err := s.p.readName()
+		if err != nil {
+			return nil, err
+		}
+		switch string(name) {
+		case "cells":
+			if dec.PeekKind() != '[' {
+				if err := s.p.skip(); err != nil {
+					return nil, err
+				}
+				return nil, errors.New("cells: want an array")
+			}
+			raw, err := dec.ReadValue()
+			if err != nil {
+				return nil, err
+			}
+			s.cells, cells = append(s.cells[:0], raw...), true
+		case "conditions":
+			// kube-apiserver gives completed and failed pods a row
+			// condition; rows without one leave it out.
+			if dec.PeekKind() != '[' {
+				err = s.p.skip()
+				break
+			}
+			raw, err := dec.ReadValue()
+			if err != nil {
+				return nil, err
+			}
+			s.conds = append(s.conds[:0], raw...)
+		case "object":
+			if dec.PeekKind() == 'n' {
+				err = s.p.skip()
+				break
+			}
+			// The object's bytes stay in the recorder until the row has
+			// been read: its cells may come after it.
+			s.rec.discard(dec.InputOffset())
+			s.p.annotations = bookmark
+			err, parsed = s.p.parseObject(), true
+		default:
+			err = s.p.skip()
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, err
+	}
+	switch {
+	case !parsed:
+		return nil, nil
+	case bookmark:
+		return s.p.object(s.rec.buf, s.rec.base, nil)
+	case s.p.kindSet && !s.p.kindIs(s.d.gvk.Kind):
+		return nil, nil
+	case !cells:
+		return nil, errors.New("a row without cells")
+	}
+	if !oneLine(s.cells) {
+		v := jsontext.Value(s.cells)
+		if err := v.Compact(); err != nil {
+			return nil, err
+		}
+		s.cells = v
+	}
+	o, err := s.p.object(s.rec.buf, s.rec.base, s.cells)
+	if err == nil && len(s.conds) > 0 {
+		v := jsontext.Value(bytes.Clone(s.conds))
+		if err := v.Compact(); err != nil {
+			return nil, err
+		}
+		o.RowConditions = v
+	}
+	return o, err
 }
 
 func (s *stream) listMeta(m *metav1.ListMeta) error {
@@ -938,6 +1192,11 @@ func (s *stream) readInt() (*int64, error) {
 type watchDecoder struct {
 	rc io.ReadCloser
 	s  *stream
+	// tw is the state of a Table watch; nil for a plain one.
+	tw *tableWatch
+	// ended is set once Decode has returned an ERROR of its own (see
+	// tableWatch.check): the stream is not read any further.
+	ended bool
 }
 
 // newWatchDecoder returns a watch.Decoder for the watch stream rc of d's
@@ -952,14 +1211,53 @@ func newWatchDecoder(rc io.ReadCloser, d *objectDecoder) watch.Decoder {
 	return &watchDecoder{rc: rc, s: newStream(rc, d)}
 }
 
+// tableWatch is the state of one watch that asked for Tables.
+type tableWatch struct {
+	// listed are the columns of the list the watch follows: every object
+	// it decodes gets them.
+	listed *Columns
+	// plain is called when the upstream sends an object as is, not as a
+	// Table (it does not serve Table watches, or ignores includeObject).
+	plain func(reason string)
+}
+
+// newTableWatchDecoder returns a watch.Decoder for a watch that asked for
+// Tables with their objects (see listWatch): each ADDED, MODIFIED or
+// DELETED event's object is a Table of one row, whose object becomes the
+// event's *Object, with the row's cells as its Cells and listed as its
+// Columns. The first event of a connection carries the Table's column
+// definitions; when they differ from listed (a CRD's printer columns were
+// edited, and kube-apiserver rebuilt its storage, which ended the
+// previous watch), Decode returns an ERROR event of its own, 410 Expired,
+// instead of the event, so that the reflector lists again and every
+// object follows the new columns. So it does, after calling plain, for
+// an object not sent as a Table. BOOKMARK events may come either way
+// (kube-apiserver sends a Table whose row prints an empty object; another
+// kubegate sends the bare object), and ERROR events are a Status either
+// way.
+func newTableWatchDecoder(rc io.ReadCloser, d *objectDecoder, listed *Columns, plain func(reason string)) watch.Decoder {
+	s := newStream(rc, d)
+	s.table = true
+	return &watchDecoder{rc: rc, s: s, tw: &tableWatch{listed: listed, plain: plain}}
+}
+
 // Close closes the stream, which ends a Decode in progress.
 func (w *watchDecoder) Close() { w.rc.Close() }
 
 // Decode reads the next event.
 func (w *watchDecoder) Decode() (watch.EventType, runtime.Object, error) {
-	typ, obj, err := w.s.event()
+	if w.ended {
+		return "", nil, io.EOF
+	}
+	typ, obj, tbl, err := w.s.event()
 	switch {
 	case err == nil:
+		if w.tw != nil && typ != watch.Error {
+			if st := w.tw.check(typ, obj, tbl); st != nil {
+				w.ended = true
+				return watch.Error, st, nil
+			}
+		}
 		return typ, obj, nil
 	case err == io.EOF:
 		return "", nil, io.EOF
@@ -971,26 +1269,75 @@ func (w *watchDecoder) Decode() (watch.EventType, runtime.Object, error) {
 	return "", nil, fmt.Errorf("decode %s watch event: %w", w.s.d.gvk.Kind, err)
 }
 
-func (s *stream) event() (watch.EventType, runtime.Object, error) {
+// check applies what a Table watch event's object said about its Table
+// to o: it gives o the columns listed, or returns the Status that ends
+// the watch so that the reflector lists again.
+func (t *tableWatch) check(typ watch.EventType, obj runtime.Object, tbl eventTable) *metav1.Status {
+	o, _ := obj.(*Object)
+	switch {
+	case !tbl.table && typ == watch.Bookmark:
+		return nil
+	case !tbl.table, o == nil:
+		reason := fmt.Sprintf("a %s event's object came as is, not as a Table with its object", typ)
+		if o == nil {
+			reason = fmt.Sprintf("a %s event's Table row has no object of the resource's kind", typ)
+		}
+		t.plain(reason)
+		return expiredStatus(reason + "; listing again as plain JSON")
+	}
+	if tbl.columns != nil {
+		c, err := columnsOf(t.listed, tbl.columns)
+		if err != nil {
+			return expiredStatus(fmt.Sprintf("the watch's Table columns cannot be read (%v); listing again", err))
+		}
+		if c != t.listed {
+			return expiredStatus("the resource's Table columns changed; listing again so that every object follows them")
+		}
+	}
+	if typ != watch.Bookmark {
+		o.Columns = t.listed
+	}
+	return nil
+}
+
+// expiredStatus is the 410 Expired that makes client-go's reflector list
+// again after a watch, as kube-apiserver's own does for a watch it cannot
+// continue.
+func expiredStatus(msg string) *metav1.Status {
+	return &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired, Message: msg}
+}
+
+// eventTable is what a Table watch event's object said of its Table.
+type eventTable struct {
+	// table: the object was a Table; false for an object sent as is.
+	table bool
+	// columns is the Table's columnDefinitions, copied; nil when null or
+	// absent, as on every event after a connection's first.
+	columns []byte
+}
+
+func (s *stream) event() (watch.EventType, runtime.Object, eventTable, error) {
 	dec := s.dec
 	s.rec.discard(dec.InputOffset())
 	tok, err := dec.ReadToken()
 	if err != nil {
-		return "", nil, err // io.EOF between events
+		return "", nil, eventTable{}, err // io.EOF between events
 	}
 	if tok.Kind() != '{' {
-		return "", nil, fmt.Errorf("got JSON %v, want an event object", tok.Kind())
+		return "", nil, eventTable{}, fmt.Errorf("got JSON %v, want an event object", tok.Kind())
 	}
 	var (
 		typ    watch.EventType
 		obj    runtime.Object
+		tbl    eventTable
 		early  []byte // the object, when it came before the type
 		object bool
 	)
 	for dec.PeekKind() != '}' {
 		name, _, err := s.p.readName()
 		if err != nil {
-			return "", nil, err
+			return "", nil, eventTable{}, err
 		}
 		switch string(name) {
 		case "type":
@@ -998,7 +1345,7 @@ func (s *stream) event() (watch.EventType, runtime.Object, error) {
 		case "object":
 			object = true
 			if typ != "" {
-				obj, err = s.eventObject(typ)
+				obj, tbl, err = s.eventObject(typ)
 				break
 			}
 			var raw jsontext.Value
@@ -1009,21 +1356,21 @@ func (s *stream) event() (watch.EventType, runtime.Object, error) {
 			err = s.p.skip()
 		}
 		if err != nil {
-			return "", nil, err
+			return "", nil, eventTable{}, err
 		}
 	}
 	if _, err := dec.ReadToken(); err != nil {
-		return "", nil, err
+		return "", nil, eventTable{}, err
 	}
 	switch {
 	case typ == "":
-		return "", nil, errors.New("watch event without a type")
+		return "", nil, eventTable{}, errors.New("watch event without a type")
 	case !object:
-		return "", nil, fmt.Errorf("%s watch event without an object", typ)
+		return "", nil, eventTable{}, fmt.Errorf("%s watch event without an object", typ)
 	case early != nil:
-		obj, err = s.d.eventObject(typ, early)
+		obj, tbl, err = s.d.eventObject(typ, early, s.table)
 	}
-	return typ, obj, err
+	return typ, obj, tbl, err
 }
 
 func (s *stream) eventType() (watch.EventType, error) {
@@ -1052,34 +1399,174 @@ func (s *stream) eventType() (watch.EventType, error) {
 }
 
 // eventObject decodes the object of an event of type typ from the stream.
-func (s *stream) eventObject(typ watch.EventType) (runtime.Object, error) {
+func (s *stream) eventObject(typ watch.EventType) (runtime.Object, eventTable, error) {
 	if typ == watch.Error {
 		raw, err := s.dec.ReadValue()
 		if err != nil {
-			return nil, err
+			return nil, eventTable{}, err
 		}
-		return decodeStatus(raw)
+		st, err := decodeStatus(raw)
+		return st, eventTable{}, err
 	}
-	return s.object(typ == watch.Bookmark)
+	if s.table {
+		return s.tableEventObject(typ, false)
+	}
+	o, err := s.object(typ == watch.Bookmark)
+	return o, eventTable{}, err
 }
 
-// eventObject decodes the object of an event of type typ from b.
-func (d *objectDecoder) eventObject(typ watch.EventType, b []byte) (runtime.Object, error) {
-	switch typ {
-	case watch.Error:
-		return decodeStatus(b)
-	case watch.Bookmark:
+// tableEventObject reads the object of a Table watch's event of type typ
+// (not ERROR): a Table of one row, such as
+// {"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{...},"columnDefinitions":null,"rows":[{"cells":[...],"object":{...}}]},
+// whose row's object it returns with the row's cells. An object that is
+// not a Table (no "kind":"Table") is decoded as the event's object itself,
+// without cells.
+//
+// The row is decoded as it streams when "kind":"Table" comes before
+// "rows", as every encoder of Tables writes it; else (or when isTable says
+// the object is a Table whatever its member order) the object's bytes,
+// which the recorder holds until then, are read again once its kind is
+// known.
+func (s *stream) tableEventObject(typ watch.EventType, isTable bool) (runtime.Object, eventTable, error) {
+	dec := s.dec
+	if dec.PeekKind() != '{' {
+		o, err := s.object(false) // fails as a non-object does
+		return o, eventTable{}, err
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, eventTable{}, err
+	}
+	start := dec.InputOffset() - 1
+	var (
+		tbl      eventTable
+		kind     bool // the kind is known: Table when isTable
+		deferred bool // rows were skipped before the kind was known
+		o        *Object
+		rows     int
+	)
+	if isTable {
+		kind = true
+	}
+	for dec.PeekKind() != '}' {
+		name, _, err := s.p.readName()
+		if err != nil {
+			return nil, eventTable{}, err
+		}
+		switch string(name) {
+		case "kind":
+			var k string
+			if k, err = s.readString(); err == nil && !kind {
+				kind, isTable = true, k == "Table"
+			}
+		case "columnDefinitions":
+			var raw jsontext.Value
+			if raw, err = dec.ReadValue(); err == nil && string(raw) != "null" {
+				tbl.columns = bytes.Clone(raw)
+			}
+		case "rows":
+			if !kind || !isTable {
+				deferred = true
+				err = s.p.skip()
+				break
+			}
+			o, rows, err = s.tableRow(typ)
+		default:
+			err = s.p.skip()
+		}
+		if err != nil {
+			return nil, eventTable{}, err
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, eventTable{}, err
+	}
+	if !isTable || deferred {
+		// The recorder holds the whole object: nothing was decoded from
+		// it that discards.
+		b := bytes.Clone(s.rec.buf[start-s.rec.base : dec.InputOffset()-s.rec.base])
+		if !isTable {
+			return s.d.eventObject(typ, b, false)
+		}
+		return s.d.tableEventObject(typ, b)
+	}
+	tbl.table = true
+	switch {
+	case rows != 1:
+		return nil, eventTable{}, fmt.Errorf("a %s event's Table has %d rows, want 1", typ, rows)
+	case o == nil && typ == watch.Bookmark:
+		return nil, eventTable{}, errors.New("a BOOKMARK event's Table row has no object")
+	case o == nil:
+		// A row without an object of the resource's kind: not a Table
+		// with its objects (see tableWatch.check).
+		return nil, tbl, nil
+	}
+	return o, tbl, nil
+}
+
+// tableRow reads the rows of a Table watch event: it returns the first
+// row's object and the number of rows.
+func (s *stream) tableRow(typ watch.EventType) (*Object, int, error) {
+	dec := s.dec
+	if dec.PeekKind() != '[' {
+		if err := s.p.skip(); err != nil {
+			return nil, 0, err
+		}
+		return nil, 0, errors.New("rows: want an array")
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, 0, err
+	}
+	var o *Object
+	n := 0
+	for ; dec.PeekKind() != ']'; n++ {
+		if n > 0 {
+			if err := s.p.skip(); err != nil {
+				return nil, 0, err
+			}
+			continue
+		}
+		var err error
+		if o, err = s.row(typ == watch.Bookmark); err != nil {
+			return nil, 0, fmt.Errorf("rows[0]: %w", err)
+		}
+	}
+	_, err := dec.ReadToken()
+	return o, n, err
+}
+
+// eventObject decodes the object of an event of type typ from b; table
+// says the watch asked for Tables.
+func (d *objectDecoder) eventObject(typ watch.EventType, b []byte, table bool) (runtime.Object, eventTable, error) {
+	switch {
+	case typ == watch.Error:
+		st, err := decodeStatus(b)
+		return st, eventTable{}, err
+	case table:
+		s := newStream(bytes.NewReader(b), d)
+		s.table = true
+		return s.tableEventObject(typ, false)
+	case typ == watch.Bookmark:
 		p := parserPool.Get().(*objectParser)
 		defer p.release()
 		p.in = *bytes.NewBuffer(b)
 		p.own.Reset(&p.in)
 		p.dec, p.d, p.annotations = &p.own, d, true
 		if err := p.parseObject(); err != nil {
-			return nil, err
+			return nil, eventTable{}, err
 		}
-		return p.object(b, 0)
+		o, err := p.object(b, 0, nil)
+		return o, eventTable{}, err
 	}
-	return d.decode(b)
+	o, err := d.decode(b)
+	return o, eventTable{}, err
+}
+
+// tableEventObject decodes b, a Table watch event's object known to be a
+// Table, whatever its members' order.
+func (d *objectDecoder) tableEventObject(typ watch.EventType, b []byte) (runtime.Object, eventTable, error) {
+	s := newStream(bytes.NewReader(b), d)
+	s.table = true
+	return s.tableEventObject(typ, true)
 }
 
 // decodeStatus decodes the object of an ERROR event. They are rare and

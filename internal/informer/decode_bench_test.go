@@ -2,6 +2,8 @@ package informer
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"testing"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -82,4 +84,43 @@ func BenchmarkDecodeList(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/object")
+}
+
+// BenchmarkDecodeWatchEvent measures the gateway's side of reading the
+// upstream as Tables: decoding one watch event of a captured Pod as
+// plain JSON (form=json) and as kube-apiserver's Table of one row, with
+// the row's cells and no column definitions, as every event after a
+// connection's first (form=table).
+func BenchmarkDecodeWatchEvent(b *testing.B) {
+	raw := readFile(b, benchCapturedPod)
+	const cells = `["web-00000","3/3","Running","0","5m","10.244.1.17","node-1","<none>","<none>"]`
+	events := map[string][]byte{
+		"json": fmt.Appendf(nil, `{"type":"MODIFIED","object":%s}`+"\n", bytes.TrimSpace(raw)),
+		"table": fmt.Appendf(nil, `{"type":"MODIFIED","object":{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"1"},"columnDefinitions":null,"rows":[{"cells":%s,"object":%s}]}}`+"\n",
+			cells, bytes.TrimSpace(raw)),
+	}
+	d := newObjectDecoder(podGVK, false, podFields)
+	listed := &Columns{Raw: []byte("[]")}
+	for _, form := range []string{"json", "table"} {
+		b.Run("form="+form, func(b *testing.B) {
+			ev := events[form]
+			const n = 100 // events per stream, as a watch reads them
+			stream := bytes.Repeat(ev, n)
+			b.SetBytes(int64(len(stream)))
+			b.ReportAllocs()
+			for b.Loop() {
+				rc := io.NopCloser(bytes.NewReader(stream))
+				dec := newWatchDecoder(rc, d)
+				if form == "table" {
+					dec = newTableWatchDecoder(rc, d, listed, func(string) { b.Fatal("plain") })
+				}
+				for range n {
+					if _, obj, err := dec.Decode(); err != nil || obj.(*Object).Name == "" {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/event")
+		})
+	}
 }

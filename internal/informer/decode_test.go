@@ -231,7 +231,10 @@ type corpusResource struct {
 }
 
 var (
-	podFields   = extraSelectableFields[schema.GroupResource{Resource: "pods"}]
+	// podFields are the paths of pods' selectable fields that are read
+	// from one path each, as the old transform read them.
+	podFields = []string{"spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
+		"spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"}
 	podGVK      = schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
 	oddityGVK   = schema.GroupVersionKind{Group: "test.kubegate.io", Version: "v1", Kind: "Oddity"}
 	oddityPaths = []string{"spec.color", "spec.size", "spec.pi", "spec.tiny", "spec.exp", "spec.negZero",
@@ -245,9 +248,11 @@ var (
 		"metadata.annotations.managedFields", "spec", "spec.big", "spec.a.b", "spec.managedFields"}
 
 	corpusResources = map[string]corpusResource{
-		"pods":        {podGVK, podFields},
-		"nodes":       {schema.GroupVersionKind{Version: "v1", Kind: "Node"}, extraSelectableFields[schema.GroupResource{Resource: "nodes"}]},
-		"events":      {schema.GroupVersionKind{Version: "v1", Kind: "Event"}, extraSelectableFields[schema.GroupResource{Resource: "events"}]},
+		"pods":  {podGVK, podFields},
+		"nodes": {schema.GroupVersionKind{Version: "v1", Kind: "Node"}, []string{"spec.unschedulable"}},
+		"events": {schema.GroupVersionKind{Version: "v1", Kind: "Event"}, []string{"involvedObject.kind", "involvedObject.namespace",
+			"involvedObject.name", "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+			"involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"}},
 		"deployments": {schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, nil},
 		"customresourcedefinitions": {schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1",
 			Kind: "CustomResourceDefinition"}, []string{"spec.group", "spec.scope"}},

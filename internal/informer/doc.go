@@ -4,8 +4,8 @@
 //
 // Data flows one way:
 //
-//	kube-apiserver ──JSON LIST, then WATCH──▶ listWatch (upstream.go)
-//	    └─ objectDecoder: bytes ─▶ *Object as they stream in (decode.go)
+//	kube-apiserver ──Table LIST (paged), then WATCH, objects embedded──▶ listWatch (upstream.go)
+//	    └─ objectDecoder: bytes ─▶ *Object (+ its row's Cells) as they stream in (decode.go)
 //	        └─ client-go Reflector ─▶ boundedFIFO (RealFIFO of deltas, bounded)
 //	            └─ cache.New process loop ─▶ processor.process, one delta at a time
 //	                └─ processor (one per resource): the only store + bounded history
@@ -23,6 +23,11 @@
 // discovery confirms a 404, its upstream stops, it leaves the Manager, and
 // each listener pops Ended after what it holds (see Manager).
 //
-// Everything handed out by this package (*Object, its Raw bytes, labels) is
-// shared by all readers and must not be modified.
+// Each object comes with its Table row as kube-apiserver printed it
+// (Object.Cells, following the shared Object.Columns), unless the upstream
+// serves no Tables (see listWatch). Field selectors accept what
+// kube-apiserver accepts, built-in and CRD selectableFields (fields.go).
+//
+// Everything handed out by this package (*Object, its Raw bytes, Cells,
+// Columns, labels) is shared by all readers and must not be modified.
 package informer

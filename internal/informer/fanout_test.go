@@ -117,7 +117,7 @@ func TestSignalledWhenBacklogStarts(t *testing.T) {
 // want a change, including listeners an object leaves.
 func TestIndexedDistributionMatchesUnindexed(t *testing.T) {
 	info := &ResourceInfo{GVR: podsGVR, Namespaced: true,
-		selectableFields: []string{"metadata.name", "metadata.namespace", "spec.nodeName"}}
+		fields: testFields("spec.nodeName")}
 	selectors := []struct{ ns, label, field string }{
 		{}, {ns: "a"}, {label: "app=web"}, {label: "app in (web,db)"}, {label: "app!=web"},
 		{label: "app=web,tier=front"}, {label: "tier"}, {field: "spec.nodeName=n1"},
@@ -195,7 +195,7 @@ func randomLabels(rng *rand.Rand) []string {
 // then.
 func TestIndexKeyOf(t *testing.T) {
 	info := &ResourceInfo{GVR: podsGVR, Namespaced: true,
-		selectableFields: []string{"metadata.name", "metadata.namespace", "spec.nodeName"}}
+		fields: testFields("spec.nodeName")}
 	for _, c := range []struct {
 		label, field string
 		want         indexKey

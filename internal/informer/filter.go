@@ -7,7 +7,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 )
 
@@ -25,6 +24,9 @@ type Filter struct {
 	// Field selects by the fields named in ResourceInfo.SelectableFields;
 	// nil selects everything.
 	Field fields.Selector
+	// Shard selects one shard of a sharded list or watch (see
+	// ShardSelector); nil selects everything.
+	Shard *ShardSelector
 }
 
 // Matches reports whether o passes the filter.
@@ -39,6 +41,9 @@ func (f *Filter) Matches(o *Object) bool {
 		return false
 	}
 	if f.Field != nil && !f.Field.Matches(o) {
+		return false
+	}
+	if f.Shard != nil && !f.Shard.Matches(o) {
 		return false
 	}
 	return true
@@ -72,36 +77,27 @@ func ParseFilter(info *ResourceInfo, namespace, labelSelector, fieldSelector str
 		if err != nil {
 			return f, &InvalidFilterError{"fieldSelector", err}
 		}
-		supported := info.SelectableFields()
-		for _, r := range sel.Requirements() {
-			if !slices.Contains(supported, r.Field) {
-				return f, &InvalidFilterError{"fieldSelector", fmt.Errorf("field %q is not supported for %s; supported fields: %s",
-					r.Field, info.GVR.GroupResource(), strings.Join(supported, ", "))}
+		set := info.fieldSet()
+		// As kube-apiserver's field label conversion: every field must be
+		// the resource's, and an alias means the field it names.
+		sel, err = sel.Transform(func(field, value string) (string, string, error) {
+			if a, ok := set.aliases[field]; ok {
+				return a, value, nil
 			}
+			if !slices.Contains(set.names, field) {
+				return "", "", fmt.Errorf("field %q is not supported for %s; supported fields: %s",
+					field, info.GVR.GroupResource(), strings.Join(set.names, ", "))
+			}
+			return field, value, nil
+		})
+		if err != nil {
+			return f, &InvalidFilterError{"fieldSelector", err}
 		}
 		if !sel.Empty() {
 			f.Field = sel
 		}
 	}
 	return f, nil
-}
-
-// extraSelectableFields lists, per resource, the field selectors the
-// apiserver supports beyond metadata.name and metadata.namespace. Their
-// values are extracted once per object when it enters the cache.
-var extraSelectableFields = map[schema.GroupResource][]string{
-	{Resource: "pods"}: {"spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
-		"spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"},
-	{Resource: "events"}: {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
-		"involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
-		"involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"},
-	{Resource: "secrets"}:                    {"type"},
-	{Resource: "nodes"}:                      {"spec.unschedulable"},
-	{Resource: "namespaces"}:                 {"status.phase"},
-	{Resource: "replicationcontrollers"}:     {"status.replicas"},
-	{Group: "apps", Resource: "replicasets"}: {"status.replicas"},
-	{Group: "batch", Resource: "jobs"}:       {"status.successful"},
-	{Group: "certificates.k8s.io", Resource: "certificatesigningrequests"}: {"spec.signerName"},
 }
 
 // namespaces lists the namespaces whose index a listener or scan with this

@@ -24,7 +24,7 @@ func FuzzParseFilter(f *testing.F) {
 		f.Add(s[0], s[1])
 	}
 	info := &ResourceInfo{GVR: podsGVR, Namespaced: true,
-		selectableFields: []string{"metadata.name", "metadata.namespace", "spec.nodeName", "status.phase"}}
+		fields: testFields("spec.nodeName", "status.phase")}
 	obj := &Object{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "x", Labels: map[string]string{"app": "web", "env": "a"}},
 		extra: []string{"spec.nodeName", "n1", "status.phase", "Running"}}
 	f.Fuzz(func(t *testing.T, labelSel, fieldSel string) {

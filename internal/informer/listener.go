@@ -59,6 +59,10 @@ type Notification struct {
 	// RV is then the object's last known version, older than the
 	// deletion, so it must not be skipped by a listener's minRV.
 	tombstone bool
+	// restated marks a Modified a relist found for an object at the same
+	// version whose row follows other columns: it must not be skipped by
+	// a listener's minRV either, though its RV is not new.
+	restated bool
 }
 
 // OverflowPolicy decides what a listener does when its backlog reaches its
@@ -282,7 +286,7 @@ func (l *Listener) offer(n Notification, now time.Time) (signal bool) {
 	n.prev = nil
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.stopped || l.needSnapshot || n.RV <= l.minRV && n.RV != 0 && !n.tombstone {
+	if l.stopped || l.needSnapshot || n.RV <= l.minRV && n.RV != 0 && !n.tombstone && !n.restated {
 		return false
 	}
 	idle := l.ring.Len() == 0 && l.view == nil

@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
@@ -84,6 +83,9 @@ type Options struct {
 	// canList checks the gateway may list and watch a resource before its
 	// informer starts. Default: accessCheck's SelfSubjectAccessReview.
 	canList func(context.Context, schema.GroupVersionResource) error
+	// tablePageSize is the limit of each page of a Table list. Default
+	// 500.
+	tablePageSize int
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -217,6 +219,10 @@ func New(opts Options) (*Manager, error) {
 		// not in resources: Ready must not report ready meanwhile.
 		bootPending: len(o.Resources),
 	}
+	m.resolver.log = o.Logger
+	if o.rest != nil {
+		m.resolver.readCRD = restCRDReader(o.rest)
+	}
 	if o.Registerer != nil {
 		o.Registerer.MustRegister(staleCollector{m})
 	}
@@ -273,9 +279,13 @@ func (m *Manager) Resolve(ctx context.Context, name string) (*ResourceInfo, erro
 	return m.resolver.Resolve(ctx, name)
 }
 
-// ServerResources returns discovery's resource lists.
-func (m *Manager) ServerResources() ([]*metav1.APIResourceList, error) {
-	return m.resolver.ServerResources()
+// Discovery returns the apiserver's discovery document (see Discovery
+// for its order), fetched again at most every
+// Options.DiscoveryRefreshInterval. With an error, the document returned
+// (if any) is the last one fetched, or one that lacks the group versions
+// the error names.
+func (m *Manager) Discovery(ctx context.Context) (*Discovery, error) {
+	return m.resolver.Discovery(ctx)
 }
 
 // Resource resolves name and returns its Resource, starting its informer
@@ -336,9 +346,22 @@ func (m *Manager) startResource(ctx context.Context, r *Resource) error {
 	}
 	r.log = m.log.With(zap.String("resource", gvr.String()))
 	r.proc = newProcessor(gvr, &m.opts, m.metrics.forResource(gvr))
-	dec := newObjectDecoder(r.Info.GVK, m.opts.KeepManagedFields, r.Info.selectableFields[2:])
+	fields := r.Info.fields
+	if fields == nil {
+		fields = newSharedFields(builtinFieldSet(gvr.GroupResource()), false)
+	}
+	dec := newFieldDecoder(r.Info.GVK, m.opts.KeepManagedFields, fields.load().fields)
+	lw := newListWatch(m.opts.rest, gvr, dec, r.log)
+	if fields.crd && m.resolver.readCRD != nil {
+		lw.fields, lw.namespaced, lw.keepManagedFields = fields, r.Info.Namespaced, m.opts.KeepManagedFields
+		lw.readCRD = m.resolver.readCRD
+	}
+	if m.opts.tablePageSize > 0 {
+		lw.pageSize = m.opts.tablePageSize
+	}
 	q := newBoundedFIFO(m.opts.QueueDeltas)
-	ctrl := newController(newListWatch(m.opts.rest, gvr, dec), q, r.proc, m.watchErrorHandler(r))
+	q.listColumns = lw.listedColumns
+	ctrl := newController(lw, q, r.proc, m.watchErrorHandler(r))
 	r.synced = ctrl.HasSyncedChecker()
 
 	m.mu.Lock()
@@ -745,6 +768,14 @@ func (r *Resource) List(f *Filter) ([]*Object, uint64) {
 	}
 	return r.proc.list(f)
 }
+
+// Columns returns the columns of the objects the resource's cache holds
+// as of its last relist and changes (nil when it is not read as a Table);
+// a relist with other columns changes it. Every object the cache holds
+// has these Columns, and every change after the relist too: a change of
+// columns (a CRD's printer columns edited) comes as a relist, whose
+// objects have the new ones.
+func (r *Resource) Columns() *Columns { return r.proc.columns.Load() }
 
 // Get returns one cached object.
 func (r *Resource) Get(namespace, name string) (*Object, bool) { return r.proc.get(namespace, name) }

@@ -29,6 +29,19 @@ type Object struct {
 	// configured otherwise; no newline, no trailing newline (see decode.go).
 	Raw []byte
 
+	// Cells is the object's row as kube-apiserver printed it: the JSON
+	// array of its cells, in Columns.Definitions order, on one line; nil
+	// when the resource is not read as a Table. Cells that kube-apiserver
+	// computes at send time (ages such as "5m") are as they were sent.
+	Cells []byte
+	// Columns are the columns Cells follow; nil with Cells. Objects
+	// printed with equal columns share one *Columns.
+	Columns *Columns
+	// RowConditions is the row's conditions as kube-apiserver printed
+	// them (the JSON array; pods that completed or failed have one), nil
+	// for none.
+	RowConditions []byte
+
 	// extra holds additional selectable fields as key, value pairs (for
 	// example "spec.nodeName", "node-1" for pods). A slice, not a map: most
 	// resources have none and pods have a handful.
@@ -54,9 +67,10 @@ var _ runtime.Object = (*Object)(nil)
 func (o *Object) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
 // DeepCopyObject implements runtime.Object. Objects are immutable, so the
-// copy shares Raw and labels; it derives its values afresh.
+// copy shares Raw, Cells, Columns and labels; it derives its values
+// afresh.
 func (o *Object) DeepCopyObject() runtime.Object {
-	return &Object{ObjectMeta: o.ObjectMeta, RV: o.RV, Raw: o.Raw, extra: o.extra}
+	return &Object{ObjectMeta: o.ObjectMeta, RV: o.RV, Raw: o.Raw, Cells: o.Cells, Columns: o.Columns, RowConditions: o.RowConditions, extra: o.extra}
 }
 
 // Derive returns the value that derive computes from o for key. The

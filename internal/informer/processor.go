@@ -71,6 +71,10 @@ type processor struct {
 	resyncs   resyncQueue
 	scheduled map[*Listener]*resyncEntry
 
+	// columns are those of the objects the store holds, from the last
+	// ReplacedAll (see boundedFIFO.Replace); written under mu.
+	columns atomic.Pointer[Columns]
+
 	// published mirrors lastRV once a delta has been fully distributed. It
 	// is stored after the listeners' offers, so a listener that reads it
 	// and then drains its ring has seen every matching change up to it
@@ -192,7 +196,7 @@ func deletedObject(obj any) (o *Object, tombstone bool, err error) {
 func (p *processor) upsertLocked(o *Object) {
 	key := o.Key()
 	old, exists := p.getLocked(key)
-	if exists && old.ResourceVersion == o.ResourceVersion && old.UID == o.UID {
+	if exists && old.ResourceVersion == o.ResourceVersion && old.UID == o.UID && old.Columns == o.Columns {
 		return // a repeat of what the store holds: nothing changed
 	}
 	p.store.Update(key, o) // adds when absent
@@ -263,8 +267,15 @@ func (p *processor) replaceLocked(info cache.ReplacedAllInfo) error {
 	if err != nil {
 		return fmt.Errorf("list resourceVersion %q: %w", info.ResourceVersion, err)
 	}
-	objs := make([]*Object, len(info.Objects))
-	for i, obj := range info.Objects {
+	list := info.Objects
+	var cols *Columns
+	if n := len(list); n > 0 {
+		if lc, ok := list[n-1].(listedColumns); ok {
+			cols, list = lc.columns, list[:n-1]
+		}
+	}
+	objs := make([]*Object, len(list))
+	for i, obj := range list {
 		o, ok := obj.(*Object)
 		if !ok {
 			return fmt.Errorf("list item %d is %T", i, obj)
@@ -280,6 +291,9 @@ func (p *processor) replaceLocked(info cache.ReplacedAllInfo) error {
 		items[o.Key()] = o
 	}
 	p.store.Replace(items, info.ResourceVersion)
+	if old := p.columns.Swap(cols); p.synced && old != cols {
+		p.log.Info("the resource's Table columns changed", zap.Int("columns", columnCount(cols)))
+	}
 	p.count = len(objs)
 	p.lastRV = listRV
 	p.hist.reset(listRV)
@@ -299,9 +313,21 @@ func (p *processor) replaceLocked(info cache.ReplacedAllInfo) error {
 	return nil
 }
 
+// columnCount is the number of columns c defines.
+func columnCount(c *Columns) int {
+	if c == nil {
+		return 0
+	}
+	return len(c.Definitions)
+}
+
 // diffLocked lists the changes that take the store to objs: deletions
 // first, as client-go's informers deliver them, then additions and
-// modifications in list order. Caller must hold p.mu.
+// modifications in list order. An object at the same resourceVersion
+// whose row follows other columns (the resource's columns changed) is
+// modified: its Cells changed, though the object did not. Cells are not
+// compared otherwise: those computed at send time (ages) differ from list
+// to list for the same object. Caller must hold p.mu.
 func (p *processor) diffLocked(objs []*Object) []Notification {
 	listed := make(map[string]*Object, len(objs))
 	for _, o := range objs {
@@ -321,6 +347,8 @@ func (p *processor) diffLocked(objs []*Object) []Notification {
 			changes = append(changes, Notification{Type: Added, Object: o, RV: o.RV})
 		case old.ResourceVersion != o.ResourceVersion:
 			changes = append(changes, Notification{Type: Modified, Object: o, RV: o.RV, prev: old})
+		case old.Columns != o.Columns:
+			changes = append(changes, Notification{Type: Modified, Object: o, RV: o.RV, prev: old, restated: true})
 		}
 	}
 	return changes

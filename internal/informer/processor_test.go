@@ -177,7 +177,7 @@ func TestUnchangedUpdateIsNotDistributed(t *testing.T) {
 
 func TestFilters(t *testing.T) {
 	p, _ := syncedProc(t)
-	info := &ResourceInfo{GVR: podsGVR, selectableFields: []string{"metadata.name", "metadata.namespace", "spec.nodeName"}}
+	info := &ResourceInfo{GVR: podsGVR, fields: testFields("spec.nodeName")}
 	tests := []struct {
 		name           string
 		ns, lsel, fsel string
@@ -215,7 +215,7 @@ func TestFilters(t *testing.T) {
 }
 
 func TestParseFilterErrors(t *testing.T) {
-	info := &ResourceInfo{GVR: podsGVR, selectableFields: []string{"metadata.name", "metadata.namespace"}}
+	info := &ResourceInfo{GVR: podsGVR, fields: testFields()}
 	for _, tc := range []struct{ lsel, fsel, param string }{
 		{"app in (", "", "labelSelector"},
 		{"", "spec.bogus=1", "fieldSelector"},
@@ -598,4 +598,74 @@ func TestEndedAfterWhatListenersHold(t *testing.T) {
 	if _, err := p.addListener(ListenerOptions{Wake: make(chan struct{}, 1)}); !errors.Is(err, gone) {
 		t.Fatalf("addListener after the end: err = %v, want the end's error", err)
 	}
+}
+
+// relistWithColumns feeds a (re)list as boundedFIFO.Replace queues it:
+// its objects, then its columns.
+func relistWithColumns(t testing.TB, p *processor, rv uint64, cols *Columns, objs ...*Object) {
+	t.Helper()
+	items := make([]any, 0, len(objs)+1)
+	for _, o := range objs {
+		items = append(items, o)
+	}
+	items = append(items, listedColumns{cols})
+	feed(t, p, cache.ReplacedAll, cache.ReplacedAllInfo{ResourceVersion: strconv.FormatUint(rv, 10), Objects: items})
+}
+
+func printed(o *Object, cols *Columns, cells string) *Object {
+	o.Columns, o.Cells = cols, []byte(cells)
+	return o
+}
+
+// TestRelistWithOtherColumns: a relist whose columns changed restates
+// every object at its version, even to a listener resumed past it; one
+// with the same columns changes nothing, whatever its relative cells.
+func TestRelistWithOtherColumns(t *testing.T) {
+	p, _ := testProc(t, nil)
+	c1 := &Columns{Raw: []byte(`[{"name":"Name"}]`)}
+	c2 := &Columns{Raw: []byte(`[{"name":"Name"},{"name":"Color"}]`)}
+	relistWithColumns(t, p, 10, c1, printed(obj("a", "x", 5), c1, `["x","1s"]`))
+	if p.columns.Load() != c1 {
+		t.Fatal("the list's columns were not taken")
+	}
+	resumed, _ := mustListener(t, p, ListenerOptions{ResourceVersion: "10"})
+
+	// Same version, same columns, a later age: nothing changed.
+	relistWithColumns(t, p, 11, c1, printed(obj("a", "x", 5), c1, `["x","9m"]`))
+	if got := resumed.Pop(nil); len(got) != 0 {
+		t.Fatalf("a relist with the same columns gave %v", seen(got))
+	}
+	// Other columns: x is restated, and the columns follow.
+	relistWithColumns(t, p, 12, c2, printed(obj("a", "x", 5), c2, `["x","red"]`))
+	got := resumed.Pop(nil)
+	if diff := cmp.Diff([]string{"MODIFIED a/x@5"}, seen(got)); diff != "" {
+		t.Fatalf("relist with other columns (-want +got):\n%s", diff)
+	}
+	if got[0].Object.Columns != c2 || p.columns.Load() != c2 {
+		t.Fatal("the relist's columns were not taken")
+	}
+	// A watch event repeating what the store holds is still ignored.
+	update(t, p, printed(obj("a", "x", 5), c2, `["x","red"]`))
+	if got := resumed.Pop(nil); len(got) != 0 {
+		t.Fatalf("a repeated event gave %v", seen(got))
+	}
+	// An empty list still brings its columns; a plain one, none.
+	relistWithColumns(t, p, 13, c1)
+	if p.columns.Load() != c1 {
+		t.Fatal("an empty list's columns were not taken")
+	}
+	relist(t, p, 14)
+	if p.columns.Load() != nil {
+		t.Fatal("a list without columns kept the old ones")
+	}
+}
+
+// testFields is a namespaced resource's field set with the given fields
+// beyond metadata.name and metadata.namespace, each read at its path.
+func testFields(paths ...string) *sharedFields {
+	fs := make([]selectableField, len(paths))
+	for i, p := range paths {
+		fs[i] = field(p)
+	}
+	return newSharedFields(newFieldSet(true, fs, nil), false)
 }

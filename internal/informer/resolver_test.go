@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -24,25 +26,27 @@ func resourceList(gv string, names ...string) *metav1.APIResourceList {
 	return l
 }
 
-// TestServerResourcesRefresh: the discovery document served to clients
+// TestDiscoveryRefresh: the discovery document served to clients
 // follows the apiserver's within the refresh interval (a CRD created
 // after the first request appears), and an apiserver that cannot be
 // reached leaves the last document served and names resolvable.
-func TestServerResourcesRefresh(t *testing.T) {
+func TestDiscoveryRefresh(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	fd := &fakediscovery.FakeDiscovery{Fake: &k8stesting.Fake{}}
 	fd.Resources = []*metav1.APIResourceList{resourceList("v1", "configmaps")}
 	r := newResolver(fd, 1/5.0, clk) // a refresh every 5s at most
 	served := func() []string {
 		t.Helper()
-		lists, err := r.ServerResources()
+		d, err := r.Discovery(context.Background())
 		if err != nil {
-			t.Fatalf("ServerResources: %v", err)
+			t.Fatalf("Discovery: %v", err)
 		}
 		var out []string
-		for _, l := range lists {
-			for _, res := range l.APIResources {
-				out = append(out, l.GroupVersion+"/"+res.Name)
+		for _, g := range append(append([]apidiscoveryv2.APIGroupDiscovery(nil), d.Core...), d.Groups...) {
+			for _, v := range g.Versions {
+				for _, res := range v.Resources {
+					out = append(out, schema.GroupVersion{Group: g.Name, Version: v.Version}.String()+"/"+res.Resource)
+				}
 			}
 		}
 		slices.Sort(out)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -16,29 +17,41 @@ import (
 // the upstream receives for every change of such a Pod.
 const servedPodFile = "testdata/bench/pod-served.json"
 
-// The identity in servedPodFile that servedPod replaces.
+// servedConfigMapFile is a small ConfigMap (one key, one label) as
+// kube-apiserver v1.37 served it, managedFields included.
+const servedConfigMapFile = "testdata/bench/configmap-served.json"
+
+// The identity in the served files that servedObjects replaces (the
+// name's prefix is the file's own).
 var (
-	servedName = []byte(`"name":"web-00000"`)
-	servedNS   = []byte(`"namespace":"bench-000"`)
-	servedUID  = []byte(`"uid":"7532b62f-2c13-4da4-bfd3-18a4b8937316"`)
-	servedRV   = []byte(`"resourceVersion":"213"`)
+	servedNS  = []byte(`"namespace":"bench-000"`)
+	servedUID = []byte(`"uid":"7532b62f-2c13-4da4-bfd3-18a4b8937316"`)
+	servedRV  = []byte(`"resourceVersion":"213"`)
 )
 
 // servedPods returns a function that renders servedPodFile as Pod i in
 // namespace ns at resourceVersion rv.
 func servedPods(tb testing.TB) func(ns string, i int, rv uint64) []byte {
+	return servedObjects(tb, servedPodFile, "web")
+}
+
+// servedObjects returns a function that renders the served object in
+// file, named prefix-00000, as object prefix-i in namespace ns at
+// resourceVersion rv.
+func servedObjects(tb testing.TB, file, prefix string) func(ns string, i int, rv uint64) []byte {
 	tb.Helper()
-	tmpl, err := os.ReadFile(servedPodFile)
+	tmpl, err := os.ReadFile(file)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	servedName := fmt.Appendf(nil, `"name":"%s-00000"`, prefix)
 	for _, s := range [][]byte{servedName, servedNS, servedUID, servedRV} {
 		if bytes.Count(tmpl, s) != 1 {
-			tb.Fatalf("%s: want %s exactly once", servedPodFile, s)
+			tb.Fatalf("%s: want %s exactly once", file, s)
 		}
 	}
 	return func(ns string, i int, rv uint64) []byte {
-		b := bytes.Replace(tmpl, servedName, fmt.Appendf(nil, `"name":"web-%05d"`, i), 1)
+		b := bytes.Replace(bytes.TrimSpace(tmpl), servedName, fmt.Appendf(nil, `"name":"%s-%05d"`, prefix, i), 1)
 		b = bytes.Replace(b, servedNS, fmt.Appendf(nil, `"namespace":%q`, ns), 1)
 		b = bytes.Replace(b, servedUID, fmt.Appendf(nil, `"uid":"7532b62f-2c13-4da4-bfd3-%012d"`, i), 1)
 		return bytes.Replace(b, servedRV, fmt.Appendf(nil, `"resourceVersion":"%d"`, rv), 1)
@@ -47,8 +60,7 @@ func servedPods(tb testing.TB) func(ns string, i int, rv uint64) []byte {
 
 // podDecoder decodes Pods as the manager configures the upstream for them.
 func podDecoder() *objectDecoder {
-	gr := schema.GroupResource{Resource: "pods"}
-	return newObjectDecoder(schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, false, extraSelectableFields[gr])
+	return newFieldDecoder(podGVK, false, builtinFieldSet(schema.GroupResource{Resource: "pods"}).fields)
 }
 
 // BenchmarkUpstreamUpdate is what one upstream update of a served Pod
@@ -141,5 +153,79 @@ func BenchmarkCacheMemory(b *testing.B) {
 			b.ReportMetric(perObj, "bytes/object")
 			b.ReportMetric(ratio, "heap/json")
 		})
+	}
+}
+
+// BenchmarkCacheMemoryCells reports what kube-apiserver's Table rows add
+// to the cache: the heap per cached object after a collection, read as
+// plain JSON (form=json) and as Table rows (form=table, Object.Cells in
+// Raw's allocation), for served Pods and small ConfigMaps. The rows are
+// those kube-apiserver v1.37 printed for these objects (ages vary in
+// length; "5m" here). Each object gets a label of 0 to 255 bytes, so that
+// objects spread over the allocator's size classes as real ones do: with
+// equal objects the cells would fit, or not, in every object's size class
+// at once. Run it with -benchtime=1x.
+func BenchmarkCacheMemoryCells(b *testing.B) {
+	for _, res := range []struct {
+		name   string
+		gvk    schema.GroupVersionKind
+		render func(ns string, i int, rv uint64) []byte
+		cells  func(i int) string
+	}{
+		{"pods", podGVK, servedPods(b), func(i int) string {
+			return fmt.Sprintf(`["web-%05d","0/3","Pending","0","5m","<none>","<none>","<none>","<none>"]`, i)
+		}},
+		{"configmaps", schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, servedObjects(b, servedConfigMapFile, "cm"),
+			func(i int) string { return fmt.Sprintf(`["cm-%05d",1,"5m"]`, i) }},
+	} {
+		dec := newObjectDecoder(res.gvk, false, nil)
+		const n = 10000
+		var perObj [2]float64
+		for form, name := range []string{"json", "table"} {
+			b.Run(fmt.Sprintf("resource=%s/form=%s/objects=%d", res.name, name, n), func(b *testing.B) {
+				var cells int
+				for b.Loop() {
+					runtime.GC()
+					var before, after runtime.MemStats
+					runtime.ReadMemStats(&before)
+					p, _ := testProc(&testing.T{}, nil)
+					objs := make([]*Object, n)
+					for i := range objs {
+						raw := bytes.Replace(res.render("bench-"+strconv.Itoa(i%100), i, uint64(i+1)),
+							[]byte(`"labels":{`), fmt.Appendf(nil, `"labels":{"pad":"%s",`, strings.Repeat("x", i%256)), 1)
+						if form == 0 {
+							o, err := dec.decode(raw)
+							if err != nil {
+								b.Fatal(err)
+							}
+							objs[i] = o
+							continue
+						}
+						body := fmt.Sprintf(`{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"1"},"columnDefinitions":[],"rows":[{"cells":%s,"object":%s}]}`, res.cells(i), raw)
+						l, err := dec.decodeList(strings.NewReader(body))
+						if err != nil || len(l.Items) != 1 || l.Items[0].Cells == nil {
+							b.Fatalf("decode the row: %v", err)
+						}
+						objs[i] = l.Items[0]
+					}
+					relist(b, p, uint64(n), objs...)
+					objs = nil
+					runtime.GC()
+					runtime.ReadMemStats(&after)
+					listed, _ := p.list(&Filter{})
+					cells = 0
+					for _, o := range listed {
+						cells += len(o.Cells)
+					}
+					perObj[form] = (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / n
+					runtime.KeepAlive(p)
+				}
+				b.ReportMetric(perObj[form], "bytes/object")
+				b.ReportMetric(float64(cells)/n, "cells-bytes/object")
+				if form == 1 {
+					b.ReportMetric(perObj[1]-perObj[0], "added-bytes/object")
+				}
+			})
+		}
 	}
 }

@@ -61,7 +61,7 @@ type Options struct {
 	// TooManyViewsError. When MaxViews are held and none is idle, the
 	// owner holding the most views gives way: its least recently opened
 	// view ends (ViewEvictedError) if it holds more than the one asking
-	// would. Default MaxViews/4.
+	// would. Default 16, or MaxViews/4 when that is less.
 	MaxViewsPerOwner int
 	// IdleViews is how many views without windows are kept, most
 	// recently used first, so that a window reopened alike (a page
@@ -71,25 +71,33 @@ type Options struct {
 	IdleViews int
 }
 
+// Defaults returns the bounds every zero field of Options takes. The
+// gateway's configuration (internal/config) starts from them, so they are
+// defined once.
+func Defaults() Options {
+	return Options{MaxLimit: 1000, MaxPending: 64, MaxTextLen: 256, MaxViews: 64, MaxViewsPerOwner: 16, IdleViews: 8}
+}
+
 func (o Options) setDefaults() Options {
+	d := Defaults()
 	if o.MaxLimit <= 0 {
-		o.MaxLimit = 1000
+		o.MaxLimit = d.MaxLimit
 	}
 	if o.MaxPending <= 0 {
-		o.MaxPending = 64
+		o.MaxPending = d.MaxPending
 	}
 	if o.MaxTextLen <= 0 {
-		o.MaxTextLen = 256
+		o.MaxTextLen = d.MaxTextLen
 	}
 	if o.MaxViews <= 0 {
-		o.MaxViews = 64
+		o.MaxViews = d.MaxViews
 	}
 	if o.MaxViewsPerOwner <= 0 {
-		o.MaxViewsPerOwner = max(o.MaxViews/4, 1)
+		o.MaxViewsPerOwner = max(min(d.MaxViewsPerOwner, o.MaxViews/4), 1)
 	}
 	switch {
 	case o.IdleViews == 0:
-		o.IdleViews = 8
+		o.IdleViews = d.IdleViews
 	case o.IdleViews < 0:
 		o.IdleViews = 0
 	}

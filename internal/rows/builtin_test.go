@@ -6,7 +6,6 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
 	"kubegate/internal/informer"
@@ -238,91 +236,5 @@ func golden(t *testing.T, path string, got any) {
 	}
 	if diff := cmp.Diff(string(want), string(gotJSON)); diff != "" {
 		t.Errorf("%s (-want +got):\n%s", path, diff)
-	}
-}
-
-// TestBuiltinTables renders each fixture set with the built-in printers,
-// as a Table shows it at goldenNow, and compares with
-// testdata/tables/<resource>.json (go test -run TestBuiltinTables -update
-// rewrites them).
-func TestBuiltinTables(t *testing.T) {
-	for _, gvr := range Builtin() {
-		if _, ok := tableFixtures[gvr.Resource]; !ok {
-			t.Errorf("no fixtures for %s", gvr)
-		}
-	}
-	for _, gvr := range Builtin() {
-		t.Run(gvr.Resource, func(t *testing.T) {
-			p := New(&informer.ResourceInfo{GVR: gvr}, nil)
-			tbl := metav1.Table{ColumnDefinitions: p.Definitions()}
-			for _, o := range fixtureObjects(t, gvr.Resource) {
-				r := p.Row(o)
-				tbl.Rows = append(tbl.Rows, metav1.TableRow{Cells: r.Display(goldenNow), Conditions: r.Conditions})
-			}
-			// Round-trip through JSON: what clients see.
-			b, err := json.Marshal(tbl)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var seen metav1.Table
-			if err := json.Unmarshal(b, &seen); err != nil {
-				t.Fatal(err)
-			}
-			var got goldenTable
-			for _, c := range seen.ColumnDefinitions {
-				name := c.Name
-				if c.Priority > 0 {
-					name += " (wide)"
-				}
-				got.Columns = append(got.Columns, name)
-			}
-			for _, r := range seen.Rows {
-				if len(r.Cells) != len(seen.ColumnDefinitions) {
-					t.Errorf("row %v: %d cells for %d columns", r.Cells, len(r.Cells), len(seen.ColumnDefinitions))
-				}
-				got.Rows = append(got.Rows, goldenTableRow{Cells: r.Cells, Conditions: r.Conditions})
-			}
-			golden(t, filepath.Join("tables", gvr.Resource+".json"), got)
-		})
-	}
-}
-
-// TestGenericRows checks that resources without a printer (and other
-// versions of those with one) get the generic columns, and that an
-// object that does not decode still gets a row naming it.
-func TestGenericRows(t *testing.T) {
-	raw := []byte(`{"kind":"Lease","apiVersion":"coordination.k8s.io/v1","metadata":{"name":"db"}}`)
-	o := &informer.Object{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "demo", CreationTimestamp: ago(time.Hour)}, Raw: raw}
-	info := &informer.ResourceInfo{GVR: schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}}
-	for _, c := range []struct {
-		p     *Printer
-		names string
-		cells []any
-	}{
-		{New(info, nil), "Name,Age", []any{"db", "60m"}},
-		{New(info, nil).WithNamespace(), "Name,Namespace,Age", []any{"db", "demo", "60m"}},
-		{New(&informer.ResourceInfo{GVR: schema.GroupVersionResource{Version: "v2", Resource: "pods"}}, nil), "Name,Age", []any{"db", "60m"}},
-	} {
-		var names []string
-		for _, col := range c.p.Columns() {
-			names = append(names, col.Name)
-		}
-		if got := c.p.Row(o).Display(goldenNow); strings.Join(names, ",") != c.names || !cmp.Equal(got, c.cells) {
-			t.Errorf("generic row: %v %v, want %s %v", names, got, c.names, c.cells)
-		}
-	}
-	if p := New(&informer.ResourceInfo{GVR: schema.GroupVersionResource{Version: "v1", Resource: "pods"}}, nil); p.WithNamespace() != p {
-		t.Error("WithNamespace changed a built-in printer")
-	}
-
-	configMaps := New(&informer.ResourceInfo{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}, nil)
-	o.Raw = []byte(`{"kind":"ConfigMap","metadata":{"name":"db"},"data":7}`)
-	if cells := configMaps.Row(o).Display(goldenNow); cells[0] != "db" || len(cells) != len(configMaps.Columns()) {
-		t.Errorf("undecodable row: %v", cells)
-	}
-	events := New(&informer.ResourceInfo{GVR: schema.GroupVersionResource{Version: "v1", Resource: "events"}}, nil)
-	o.Raw = []byte(`{"kind":"Event","metadata":{"name":"db"},"count":"many"}`)
-	if cells := events.Row(o).Display(goldenNow); cells[len(cells)-1] != "db" || cells[0] != nil {
-		t.Errorf("undecodable event row: %v", cells)
 	}
 }

@@ -1,20 +1,24 @@
-// Package rows computes the rows of Kubernetes objects as kubectl shows
-// them: per resource, the columns kube-apiserver's Table gives it
-// (built-in printers for common resources, a CRD's
-// additionalPrinterColumns, else Name and Age), and per object version,
-// its cells.
+// Package rows serves the rows of Kubernetes objects as kubectl shows
+// them: per resource, the columns kube-apiserver's Table gives it, and
+// per object version, its cells, exactly as kube-apiserver prints them,
+// built-in resources and custom resources alike.
 //
-// Data comes from the informer's cache: a Printer decodes an
-// *informer.Object's stored JSON (Raw) into its cells. It goes to REST
-// Table answers (internal/http), which show each cell at the time of the
-// request, and to WebSocket row frames (internal/ws), which send the row
-// encoded once per object version and printer (Printer.Encoded, kept on
-// the object) to every subscription that asks for rows.
+// Data comes from the informer's cache: the gateway's one list and watch
+// of a resource asks kube-apiserver for its Table rows with the objects
+// embedded, so every cached object arrives with its cells
+// (informer.Object.Cells) and the columns they follow. A Printer turns
+// them into a Row once per object version (kept with the object,
+// Object.Derive): each cell's bytes as kube-apiserver printed them, and
+// its typed value (cell.Value) for sorting and searching: counts as
+// numbers, ages as times, the rest as text. Rows go to REST Table answers
+// (internal/http), to WebSocket row frames (internal/ws), which send the
+// row encoded once per object version, and to the live tables
+// (internal/livequery/wire), which sort by the typed values.
 //
-// A cell never depends on the time it is computed at: an age, a time
-// since or a running duration is kept as the time it counts from (a
-// relative Cell), which REST renders against its clock and WebSocket
-// clients against theirs. So a row computed once stays true. Each cell
-// also has a typed value (cell.Value) for sorting and searching:
-// counts as numbers, ages as times, the rest as text.
+// kube-apiserver prints some cells relative to the time it prints them:
+// ages and a few others (live.go). Those are kept as the time they count
+// from, read from the object (a relative Cell), so a row computed once
+// stays true: REST renders them against its clock, WebSocket clients
+// against theirs. A resource kube-apiserver does not serve as a Table
+// gets the columns of its default table convertor, Name and Created At.
 package rows

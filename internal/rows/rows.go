@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 
@@ -33,9 +37,9 @@ type Column struct {
 // relative cell keeps the time it counts from, not the duration, so that
 // a row computed once stays true.
 type Cell struct {
-	// Value is the cell as a Table shows it: a string, int64, float64,
-	// bool or nil. Unused for a relative cell.
-	Value any
+	// Raw is the cell's JSON value as kube-apiserver printed it (a
+	// string, number, boolean or null). Unused for a relative cell.
+	Raw []byte
 	// Since is the time a relative cell counts from. It shows as Prefix,
 	// the time from Since to now as kubectl writes durations (duration.
 	// HumanDuration: "5s", "3m2s", "4h", "2d3h", "5y"), then Suffix.
@@ -51,54 +55,75 @@ type Cell struct {
 // Relative reports whether the cell counts from Since.
 func (c *Cell) Relative() bool { return c.relative }
 
-// Display returns the cell as a Table shows it at now.
-func (c *Cell) Display(now time.Time) any {
+// AppendDisplay appends the cell's JSON value as a Table shows it at
+// now: Raw, or a relative cell's text.
+func (c *Cell) AppendDisplay(buf []byte, now time.Time) []byte {
 	if !c.relative {
-		return c.Value
+		if len(c.Raw) == 0 {
+			return append(buf, "null"...)
+		}
+		return append(buf, c.Raw...)
 	}
-	return c.Prefix + duration.HumanDuration(now.Sub(c.Since)) + c.Suffix
+	return appendQuote(buf, c.Prefix+duration.HumanDuration(now.Sub(c.Since))+c.Suffix)
 }
 
-// MarshalJSON encodes a cell as rows are sent over WebSocket: Value as
+// appendQuote appends s as a JSON string escaped as kube-apiserver's
+// encoder (encoding/json) escapes it: HTML characters too ("<none>" is
+// "\u003cnone\u003e"), so that a cell the gateway writes is
+// byte for byte one kube-apiserver would.
+func appendQuote(buf []byte, s string) []byte {
+	if !strings.ContainsAny(s, "<>&\u2028\u2029") {
+		b, _ := jsontext.AppendQuote(buf, s)
+		return b
+	}
+	q, _ := json.Marshal(s)
+	return append(buf, q...)
+}
+
+// Display returns the cell as a Table shows it at now, decoded: a
+// string, float64, bool or nil.
+func (c *Cell) Display(now time.Time) any {
+	var out any
+	_ = unmarshal(c.AppendDisplay(nil, now), &out)
+	return out
+}
+
+// appendJSON appends the cell as rows are sent over WebSocket: Raw as
 // it is, and a relative cell as {"since": RFC 3339 time, "prefix": …,
 // "suffix": …} (the last two when not empty), which a client renders
 // against its own clock.
-func (c Cell) MarshalJSON() ([]byte, error) {
+func (c *Cell) appendJSON(buf []byte) []byte {
 	if !c.relative {
-		return marshal(c.Value)
+		if len(c.Raw) == 0 {
+			return append(buf, "null"...)
+		}
+		return append(buf, c.Raw...)
 	}
-	return marshal(relativeCell{Since: c.Since.UTC().Format(time.RFC3339Nano), Prefix: c.Prefix, Suffix: c.Suffix})
-}
-
-// marshal is json.Marshal without HTML escaping: rows go to WebSocket
-// clients, not into HTML, and "<none>" stays 6 bytes.
-func marshal(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
+	buf = append(buf, '{')
+	if c.Prefix != "" {
+		buf = append(buf, `"prefix":`...)
+		buf, _ = jsontext.AppendQuote(buf, c.Prefix)
+		buf = append(buf, ',')
 	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+	buf = append(buf, `"since":"`...)
+	buf = c.Since.UTC().AppendFormat(buf, time.RFC3339Nano)
+	buf = append(buf, '"')
+	if c.Suffix != "" {
+		buf = append(buf, `,"suffix":`...)
+		buf, _ = jsontext.AppendQuote(buf, c.Suffix)
+	}
+	return append(buf, '}')
 }
 
-type relativeCell struct {
-	Prefix string `json:"prefix,omitempty"`
-	Since  string `json:"since"`
-	Suffix string `json:"suffix,omitempty"`
-}
+// MarshalJSON encodes a cell as rows are sent over WebSocket (see
+// appendJSON).
+func (c Cell) MarshalJSON() ([]byte, error) { return c.appendJSON(nil), nil }
 
-// Cell constructors. Each sets Typed from the value.
+// static is a cell shown as kube-apiserver printed it, raw.
+func static(raw []byte, typed cell.Value) Cell { return Cell{Raw: raw, Typed: typed} }
 
-func text(s string) Cell { return Cell{Value: s, Typed: cell.String(s)} }
-
-func integer(i int64) Cell { return Cell{Value: i, Typed: cell.Int(i)} }
-
-// count is a cell shown as text ("2/3") that sorts as the number n.
-func count(s string, n int64) Cell { return Cell{Value: s, Typed: cell.Int(n)} }
-
-// nothing is an empty cell (JSON null).
-func nothing() Cell { return Cell{} }
+// text is a static string cell.
+func text(s string) Cell { return Cell{Raw: appendQuote(nil, s), Typed: cell.String(s)} }
 
 // since is the apiserver's translateTimestampSince: the time since t,
 // or "<unknown>" for the zero time.
@@ -109,10 +134,15 @@ func since(t time.Time) Cell {
 	return Cell{Since: t, relative: true, Typed: cell.Time(t)}
 }
 
-// Row is the row of one object version. Rows are shared: do not modify.
+// Row is the row of one object version: its cells, and its encoding for
+// WebSocket row frames. Rows are shared: do not modify.
 type Row struct {
-	Cells      []Cell
-	Conditions []metav1.TableRowCondition
+	Cells []Cell
+	// Typed are the cells' typed values (Cell.Typed), in one slice that
+	// live tables share.
+	Typed []cell.Value
+	// encoded is the row as WebSocket row frames carry it (Encoded).
+	encoded []byte
 }
 
 // Display returns the row's cells as a Table shows them at now.
@@ -124,18 +154,43 @@ func (r *Row) Display(now time.Time) []any {
 	return out
 }
 
-// Printer computes the rows of one resource: its columns, and each
-// object's cells. A Printer is immutable and safe for concurrent use.
+// AppendCells appends the row's cells as a Table's JSON array, shown at
+// now: kube-apiserver's bytes for static cells, relative ones rendered.
+func (r *Row) AppendCells(buf []byte, now time.Time) []byte {
+	buf = append(buf, '[')
+	for i := range r.Cells {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = r.Cells[i].AppendDisplay(buf, now)
+	}
+	return append(buf, ']')
+}
+
+// Printer serves the rows of one resource: kube-apiserver's own Table
+// columns and cells, as the informer received them with each object
+// (informer.Object.Cells), the cells that count time since a moment kept
+// live (see live.go). A resource the apiserver does not serve as a Table
+// gets the generic columns kube-apiserver's default table convertor
+// prints: Name and Created At. A Printer is immutable and safe for
+// concurrent use.
 type Printer struct {
+	// cols are the columns the printer serves objects printed with;
+	// nil for the generic printer.
+	cols    *informer.Columns
 	columns []Column
-	row     func(o *informer.Object) *Row
-	// generic: the columns are Name, the CRD's, Age (not a built-in
-	// printer's), so WithNamespace may add a Namespace column.
-	generic   bool
-	namespace bool
+	// live computes, per column, a relative cell from the object and the
+	// cell kube-apiserver printed; nil for a static column.
+	live []liveCell
+	// defs is the columnDefinitions JSON array a Table carries.
+	defs []byte
 	// encodes counts the rows Encoded computed.
 	encodes atomic.Uint64
 }
+
+// liveCell computes the cell of a live column: relative when it is, the
+// printed cell (raw, with its typed value) otherwise.
+type liveCell func(o *informer.Object, printed Cell) Cell
 
 // Columns returns the printer's columns. Do not modify.
 func (p *Printer) Columns() []Column { return p.columns }
@@ -149,85 +204,166 @@ func (p *Printer) Definitions() []metav1.TableColumnDefinition {
 	return defs
 }
 
-// Row computes o's row, one cell per column. An object that does not
-// decode (the stored objects come from the apiserver and do) still gets
-// a row, empty but for its name.
-func (p *Printer) Row(o *informer.Object) *Row {
-	r := p.row(o)
-	if p.namespace {
-		cells := make([]Cell, 0, len(r.Cells)+1)
-		cells = append(cells, r.Cells[0], text(o.Namespace))
-		r.Cells = append(cells, r.Cells[1:]...)
-	}
-	return r
-}
+// RawDefinitions returns the columns as a Table's columnDefinitions JSON
+// array, as kube-apiserver sent it. Do not modify.
+func (p *Printer) RawDefinitions() []byte { return p.defs }
 
-// WithNamespace returns a printer whose generic rows (those of a
-// resource without a built-in printer) have a Namespace column (priority
-// 1) after Name, as REST answers for one namespace show it. A built-in
-// printer is returned as it is.
-func (p *Printer) WithNamespace() *Printer {
-	if !p.generic || p.namespace {
-		return p
-	}
-	cols := make([]Column, 0, len(p.columns)+1)
-	cols = append(cols, p.columns[0], Column{TableColumnDefinition: metav1.TableColumnDefinition{Name: "Namespace",
-		Type: "string", Priority: 1, Description: "The object's namespace."}})
-	cols = append(cols, p.columns[1:]...)
-	return &Printer{columns: cols, row: p.row, generic: true, namespace: true}
+// Row returns o's row, one cell per column: computed once per object
+// version and printer (Object.Derive) and shared by every caller.
+func (p *Printer) Row(o *informer.Object) *Row {
+	return o.Derive(p, p.compute).(*Row)
 }
 
 // Encoded returns o's row encoded as JSON for WebSocket row frames:
 //
-//	{"name":…,"namespace":…,"resourceVersion":…,"uid":…,"cells":[…],"conditions":[…]}
+//	{"name":…,"namespace":…,"resourceVersion":…,"uid":…,"cells":[…]}
 //
-// with namespace and conditions left out when empty and relative cells as
+// with namespace left out when empty and relative cells as
 // Cell.MarshalJSON writes them. It is computed once per object version
-// and printer (Object.Derive) and shared by every caller: do not modify.
-func (p *Printer) Encoded(o *informer.Object) []byte {
-	return o.Derive(p, p.encode).([]byte)
+// and printer, with the row: do not modify.
+func (p *Printer) Encoded(o *informer.Object) []byte { return p.Row(o).encoded }
+
+// RowEncoded returns o's row and its encoding (Encoded).
+func (p *Printer) RowEncoded(o *informer.Object) (*Row, []byte) {
+	r := p.Row(o)
+	return r, r.encoded
 }
 
-// Encodes returns how many rows Encoded has computed.
+// Follows reports whether the printer serves the columns cols: a
+// resource's printer is stale once its cache holds objects printed with
+// other columns (informer.Resource.Columns).
+func (p *Printer) Follows(cols *informer.Columns) bool { return p.cols == cols }
+
+// Encodes returns how many rows the printer has computed and encoded.
 func (p *Printer) Encodes() uint64 { return p.encodes.Load() }
 
-type encodedRow struct {
-	Name            string                     `json:"name"`
-	Namespace       string                     `json:"namespace,omitempty"`
-	ResourceVersion string                     `json:"resourceVersion"`
-	UID             string                     `json:"uid"`
-	Cells           []Cell                     `json:"cells"`
-	Conditions      []metav1.TableRowCondition `json:"conditions,omitempty"`
-}
-
-// RowEncoded returns o's row and its encoding (Encoded), computing the
-// row once when the encoding is not cached yet: the caller that sees an
-// object version first (a live table's feeder) pays for one decode of
-// the object, and later readers of the encoding none. When the encoding
-// was cached already, the row is computed again.
-func (p *Printer) RowEncoded(o *informer.Object) (*Row, []byte) {
-	var r *Row
-	b := o.Derive(p, func(o *informer.Object) any {
-		r = p.Row(o)
-		return p.encodeRow(o, r)
-	}).([]byte)
-	if r == nil {
-		r = p.Row(o)
+func (p *Printer) compute(o *informer.Object) any {
+	r := &Row{Cells: p.cells(o)}
+	r.Typed = make([]cell.Value, len(r.Cells))
+	for i := range r.Cells {
+		r.Typed[i] = r.Cells[i].Typed
 	}
-	return r, b
-}
-
-func (p *Printer) encode(o *informer.Object) any {
-	return p.encodeRow(o, p.Row(o))
-}
-
-func (p *Printer) encodeRow(o *informer.Object, r *Row) []byte {
+	r.encoded = p.encode(o, r)
 	p.encodes.Add(1)
-	b, err := marshal(encodedRow{Name: o.Name, Namespace: o.Namespace, ResourceVersion: o.ResourceVersion,
-		UID: string(o.UID), Cells: r.Cells, Conditions: r.Conditions})
-	if err != nil {
-		// Cells hold strings, numbers, booleans and times only.
-		panic(fmt.Sprintf("rows: encode the row of %s: %v", o.Key(), err))
+	return r
+}
+
+// cells computes o's cells: kube-apiserver's, when o was printed with the
+// printer's columns; the generic ones for the generic printer; else (the
+// columns changed and o is from before) the name alone, until the
+// informer's relist brings o printed with the new columns.
+func (p *Printer) cells(o *informer.Object) []Cell {
+	if p.cols == nil {
+		return []Cell{text(o.Name), createdAt(o)}
 	}
-	return b
+	cells := make([]Cell, len(p.columns))
+	if o.Columns != p.cols || len(o.Cells) == 0 {
+		for i, c := range p.columns {
+			if c.Format == "name" {
+				cells[i] = text(o.Name)
+			}
+		}
+		return cells
+	}
+	dec := jsontext.NewDecoder(bytes.NewReader(o.Cells))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '[' {
+		return cells
+	}
+	for i := 0; i < len(cells) && dec.PeekKind() != ']'; i++ {
+		v, err := dec.ReadValue()
+		if err != nil {
+			break
+		}
+		off := dec.InputOffset()
+		raw := o.Cells[off-int64(len(v)) : off : off] // kube-apiserver's bytes, shared
+		cells[i] = static(raw, p.typed(i, v))
+		if p.live[i] != nil {
+			cells[i] = p.live[i](o, cells[i])
+		}
+	}
+	return cells
+}
+
+// fraction is a count shown with its total ("1/2" ready containers).
+var fraction = regexp.MustCompile(`^([0-9]{1,18})/[0-9]{1,18}$`)
+
+// typed returns the typed value of the printed cell v of column i:
+// numbers as numbers (integers truncated in an integer column, as
+// kube-apiserver shows them), text that is a number or a quantity as a
+// number, a count with its total ("1/2") as the count, other text as
+// text, booleans as "true" and "false", null as missing.
+func (p *Printer) typed(i int, v jsontext.Value) cell.Value {
+	switch v.Kind() {
+	case '"':
+		var s string
+		if unmarshal(v, &s) != nil {
+			return cell.Value{}
+		}
+		if m := fraction.FindStringSubmatch(s); m != nil {
+			n, _ := strconv.ParseInt(m[1], 10, 64)
+			return cell.Count(n, s)
+		}
+		return cell.Parse(s)
+	case '0':
+		s := string(v)
+		if p.columns[i].Type == "integer" {
+			if f, err := strconv.ParseFloat(s, 64); err == nil {
+				return cell.Count(int64(f), s)
+			}
+		}
+		return cell.Parse(s)
+	case 't', 'f':
+		return cell.String(string(v))
+	}
+	return cell.Value{}
+}
+
+// encode encodes o's row r for WebSocket row frames (Encoded).
+func (p *Printer) encode(o *informer.Object, r *Row) []byte {
+	b := append(make([]byte, 0, 128), `{"name":`...)
+	b, _ = jsontext.AppendQuote(b, o.Name)
+	if o.Namespace != "" {
+		b = append(b, `,"namespace":`...)
+		b, _ = jsontext.AppendQuote(b, o.Namespace)
+	}
+	b = append(b, `,"resourceVersion":`...)
+	b, _ = jsontext.AppendQuote(b, o.ResourceVersion)
+	b = append(b, `,"uid":`...)
+	b, _ = jsontext.AppendQuote(b, string(o.UID))
+	b = append(b, `,"cells":[`...)
+	for i := range r.Cells {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = r.Cells[i].appendJSON(b)
+	}
+	return append(b, "]}"...)
+}
+
+// unmarshal decodes a JSON value into a string or any.
+func unmarshal(v jsontext.Value, out any) error {
+	dec := jsontext.NewDecoder(bytes.NewReader(v))
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return err
+	}
+	switch p := out.(type) {
+	case *string:
+		if tok.Kind() != '"' {
+			return fmt.Errorf("not a string: %s", v)
+		}
+		*p = tok.String()
+	case *any:
+		switch tok.Kind() {
+		case '"':
+			*p = tok.String()
+		case '0':
+			*p = tok.Float()
+		case 't', 'f':
+			*p = tok.Bool()
+		default:
+			*p = nil
+		}
+	}
+	return nil
 }

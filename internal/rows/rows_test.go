@@ -1,24 +1,21 @@
 package rows
 
 import (
-	"context"
+	"bytes"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/utils/ptr"
 
 	"kubegate/internal/cell"
 	"kubegate/internal/informer"
+	"kubegate/internal/rows/rowstest"
 )
 
 // typedString shows a typed value as kind:text.
@@ -34,297 +31,262 @@ func typedString(v cell.Value) string {
 	return "missing"
 }
 
-// goldenRow is a row as the golden files of testdata/rows show it: as
-// encoded for WebSocket, and its typed values.
-type goldenRow struct {
-	Row   json.RawMessage `json:"row"`
-	Typed []string        `json:"typed"`
-}
-
-// checkRows checks p's rows of objs: relative cells only in relative
-// columns, shown at now as their time since, and the encoded row and
-// typed values against testdata/rows/<name>.json.
-func checkRows(t *testing.T, name string, p *Printer, objs []*informer.Object) {
+// upstream returns the Table of rowstest's testdata name.
+func upstream(t *testing.T, name string) (*informer.Columns, []*informer.Object) {
 	t.Helper()
-	var got []goldenRow
+	tbl, err := rowstest.Read(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl.Columns, tbl.Objects
+}
+
+// printedCells returns the cells kube-apiserver printed for objs (the
+// testdata's), each as its JSON bytes.
+func printedCells(t *testing.T, objs []*informer.Object) [][]string {
+	t.Helper()
+	var out [][]string
 	for _, o := range objs {
+		var cells []json.RawMessage
+		if err := json.Unmarshal(o.Cells, &cells); err != nil {
+			t.Fatal(err)
+		}
+		var row []string
+		for _, c := range cells {
+			row = append(row, string(c))
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// tableCells returns p's Table cells of o at now, each as JSON.
+func tableCells(t *testing.T, p *Printer, o *informer.Object, now time.Time) []string {
+	t.Helper()
+	var cells []json.RawMessage
+	if err := json.Unmarshal(p.Row(o).AppendCells(nil, now), &cells); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]string, len(cells))
+	for i, c := range cells {
+		out[i] = string(c)
+	}
+	return out
+}
+
+// TestUpstreamPods: a pod's cells are kube-apiserver's bytes, but for
+// its age, which counts from its creation and shows as of the time the
+// Table is read; the typed values sort counts as numbers.
+func TestUpstreamPods(t *testing.T) {
+	cols, objs := upstream(t, "pods")
+	p := NewPrinter(schema.GroupResource{Resource: "pods"}, cols, nil)
+	for _, c := range p.Columns() {
+		relative, age := c.Name == "Age" || c.Name == "Restarts", c.Name == "Age"
+		if c.Relative != relative || c.Age != age {
+			t.Errorf("column %s: relative %v, age %v; want %v, %v", c.Name, c.Relative, c.Age, relative, age)
+		}
+	}
+	if !bytes.Equal(p.RawDefinitions(), cols.Raw) {
+		t.Error("the column definitions are not kube-apiserver's bytes")
+	}
+	printed := printedCells(t, objs)
+	for i, o := range objs {
+		now := o.CreationTimestamp.Add(90 * time.Minute)
+		got := tableCells(t, p, o, now)
+		want := slices.Clone(printed[i])
+		want[4] = `"90m"` // Age, as kube-apiserver would print it at now
+		if !slices.Equal(got, want) {
+			t.Errorf("%s at +90m: cells %v, want %v", o.Name, got, want)
+		}
 		r := p.Row(o)
-		if len(r.Cells) != len(p.Columns()) {
-			t.Fatalf("%s: %d cells for %d columns", o.Name, len(r.Cells), len(p.Columns()))
+		if !r.Cells[4].Relative() || !r.Cells[4].Since.Equal(o.CreationTimestamp.Time) {
+			t.Errorf("%s: Age %+v, want relative to the creation time", o.Name, r.Cells[4])
 		}
-		var g goldenRow
-		for i, c := range r.Cells {
-			if c.Relative() {
-				if !p.Columns()[i].Relative {
-					t.Errorf("%s: relative cell in column %s, not marked relative", o.Name, p.Columns()[i].Name)
-				}
-				want := c.Prefix + duration.HumanDuration(goldenNow.Sub(c.Since)) + c.Suffix
-				if d := c.Display(goldenNow); d != want {
-					t.Errorf("%s: relative cell %s shows %v, want %q", o.Name, p.Columns()[i].Name, d, want)
-				}
+		for j, want := range []string{"string:" + o.Name, "number:0/2", "string:Pending", "number:0", "time:" + o.CreationTimestamp.UTC().Format(time.RFC3339)} {
+			if got := typedString(r.Typed[j]); got != want {
+				t.Errorf("%s: cell %s typed %s, want %s", o.Name, cols.Definitions[j].Name, got, want)
 			}
-			g.Typed = append(g.Typed, typedString(c.Typed))
 		}
-		g.Row = p.Encoded(o)
-		got = append(got, g)
-	}
-	golden(t, filepath.Join("rows", name+".json"), got)
-}
-
-// TestBuiltinRows checks the rows of every built-in printer as sent over
-// WebSocket (relative cells as the time they count from) and their typed
-// values, against testdata/rows/<resource>.json.
-func TestBuiltinRows(t *testing.T) {
-	for _, gvr := range Builtin() {
-		t.Run(gvr.Resource, func(t *testing.T) {
-			checkRows(t, gvr.Resource, New(&informer.ResourceInfo{GVR: gvr}, nil), fixtureObjects(t, gvr.Resource))
-		})
 	}
 }
 
-// TestRelativeCellsAreTimes spells out the relative cells of a few
-// fixtures: encoded as the times they count from, typed as those times,
-// or as numbers where the column counts something.
-func TestRelativeCellsAreTimes(t *testing.T) {
-	cell := func(resource, name, column string) (Cell, Column) {
-		t.Helper()
-		p := New(&informer.ResourceInfo{GVR: gvrOf(t, resource)}, nil)
-		for _, o := range fixtureObjects(t, resource) {
-			if o.Name != name {
-				continue
-			}
-			for i, c := range p.Columns() {
-				if c.Name == column {
-					return p.Row(o).Cells[i], c
+// TestUpstreamCustomResource: a CRD's columns, of every type; its date
+// columns (Expires, and Age on the creation time) count from their
+// times, shown as kube-apiserver does ("<invalid>" for a time to come,
+// escaped as its encoder escapes it).
+func TestUpstreamCustomResource(t *testing.T) {
+	cols, objs := upstream(t, "widgets")
+	p := NewPrinter(schema.GroupResource{Group: "probe.example.com", Resource: "widgets"}, cols, nil)
+	for _, c := range p.Columns() {
+		if relative := c.Type == "date"; c.Relative != relative || c.Age != relative {
+			t.Errorf("column %s: relative %v, age %v; want %v", c.Name, c.Relative, c.Age, relative)
+		}
+	}
+	printed := printedCells(t, objs)
+	expires := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC) // w1's, in the testdata
+	for i, o := range objs {
+		for _, now := range []time.Time{expires.Add(-time.Hour), expires.Add(26 * time.Hour)} {
+			got := tableCells(t, p, o, now)
+			want := slices.Clone(printed[i])
+			want[6] = fmt.Sprintf("%q", duration.HumanDuration(now.Sub(o.CreationTimestamp.Time)))
+			switch o.Name {
+			case "w1":
+				want[3] = `"\u003cinvalid\u003e"`
+				if now.After(expires) {
+					want[3] = `"26h"`
 				}
+			case "w2":
+				want[3] = fmt.Sprintf("%q", duration.HumanDuration(now.Sub(time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC))))
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s at %s: cells %v, want %v", o.Name, now, got, want)
 			}
 		}
-		t.Fatalf("no cell %s of %s %s", column, resource, name)
-		return Cell{}, Column{}
 	}
+	var typed []string
+	for _, o := range objs {
+		for _, v := range p.Row(o).Typed[1:6] {
+			typed = append(typed, typedString(v))
+		}
+	}
+	want := []string{
+		"number:3", "string:team-a", "time:2026-12-01T00:00:00Z", "number:1.5", "string:true",
+		"number:0", "string:", "time:2020-01-01T00:00:00Z", "number:2", "string:false",
+		"missing", "string:team-b", "missing", "missing", "missing",
+	}
+	if !slices.Equal(typed, want) {
+		t.Errorf("typed values %v, want %v", typed, want)
+	}
+}
+
+// TestStaleColumns: an object printed with other columns than the
+// printer's (a relist after a CRD changed them has not reached it yet)
+// shows its name alone, never cells under the wrong headers.
+func TestStaleColumns(t *testing.T) {
+	cols, objs := upstream(t, "pods")
+	p := NewPrinter(schema.GroupResource{Resource: "pods"}, cols, nil)
+	other := &informer.Object{ObjectMeta: objs[0].ObjectMeta, Raw: objs[0].Raw, Cells: objs[0].Cells,
+		Columns: &informer.Columns{Definitions: cols.Definitions, Raw: cols.Raw}} // equal, but another set
+	got := tableCells(t, p, other, time.Now())
+	want := []string{`"p1"`, "null", "null", "null", "null", "null", "null", "null", "null"}
+	if !slices.Equal(got, want) {
+		t.Errorf("cells %v, want %v", got, want)
+	}
+	if !p.Follows(cols) || p.Follows(other.Columns) {
+		t.Error("Follows does not tell the printer's columns from others")
+	}
+}
+
+// TestLiveCells: the cells that count from a time in the object keep
+// that time, read from the object, whatever kube-apiserver printed then.
+func TestLiveCells(t *testing.T) {
 	at := func(d time.Duration) string { return goldenNow.Add(-d).UTC().Format(time.RFC3339) }
 	for _, c := range []struct {
 		resource, name, column string
-		json                   string
+		printed                string // as kube-apiserver printed it, some time ago
+		json                   string // as WebSocket rows carry it
 		typed                  string
 	}{
-		{"pods", "running", "Age", `{"since":"` + at(3*time.Hour) + `"}`, "time:" + at(3*time.Hour)},
-		{"pods", "running", "Restarts", `{"prefix":"2 (","since":"` + at(time.Hour) + `","suffix":" ago)"}`, "number:2"},
-		{"pods", "pending", "Restarts", `"0"`, "number:0"},
-		{"jobs", "busy", "Duration", `{"since":"` + at(40*time.Second) + `"}`, "time:" + at(40*time.Second)},
-		{"jobs", "done", "Duration", `"10m"`, "number:600"},
-		{"jobs", "paused", "Duration", `""`, "missing"},
-		{"cronjobs", "nightly", "Last Schedule", `{"since":"` + at(9*time.Hour) + `"}`, "time:" + at(9*time.Hour)},
-		{"cronjobs", "never", "Last Schedule", `"<none>"`, "missing"},
-		{"events", "web.1", "Last Seen", `{"since":"` + at(2*time.Minute) + `"}`, "time:" + at(2*time.Minute)},
-		{"events", "web.2", "Last Seen", `{"since":"` + at(5*time.Second) + `"}`, "time:" + at(5*time.Second)},
-		{"events", "web.2", "First Seen", `{"since":"` + at(time.Minute) + `"}`, "time:" + at(time.Minute)},
+		{"pods", "running", "Restarts", `"2 (58m ago)"`, `{"prefix":"2 (","since":"` + at(time.Hour) + `","suffix":" ago)"}`, "number:2"},
+		{"pods", "pending", "Restarts", `"0"`, `"0"`, "number:0"},
+		{"jobs", "busy", "Duration", `"37s"`, `{"since":"` + at(40*time.Second) + `"}`, "time:" + at(40*time.Second)},
+		{"jobs", "done", "Duration", `"10m"`, `"10m"`, "number:10m"}, // sorts as 600 seconds
+		{"jobs", "paused", "Duration", `""`, `""`, "missing"},
+		{"cronjobs", "nightly", "Last Schedule", `"8h"`, `{"since":"` + at(9*time.Hour) + `"}`, "time:" + at(9*time.Hour)},
+		{"cronjobs", "never", "Last Schedule", `"\u003cnone\u003e"`, `"\u003cnone\u003e"`, "missing"},
+		{"events", "web.1", "Last Seen", `"1m"`, `{"since":"` + at(2*time.Minute) + `"}`, "time:" + at(2*time.Minute)},
+		{"events", "web.2", "Last Seen", `"2s"`, `{"since":"` + at(5*time.Second) + `"}`, "time:" + at(5*time.Second)},
+		{"events", "web.2", "First Seen", `"58s"`, `{"since":"` + at(time.Minute) + `"}`, "time:" + at(time.Minute)},
 	} {
-		got, col := cell(c.resource, c.name, c.column)
-		b, err := got.MarshalJSON()
-		if err != nil {
-			t.Fatal(err)
+		gr := schema.GroupResource{Resource: c.resource}
+		if c.resource == "jobs" || c.resource == "cronjobs" {
+			gr.Group = "batch"
 		}
-		if string(b) != c.json || typedString(got.Typed) != c.typed || !col.Relative {
-			t.Errorf("%s %s %s: %s typed %s (column relative %v), want %s typed %s in a relative column",
-				c.resource, c.name, c.column, b, typedString(got.Typed), col.Relative, c.json, c.typed)
+		live := liveColumns[gr][c.column]
+		if live == nil {
+			t.Fatalf("%s %s is not a live column", c.resource, c.column)
 		}
-	}
-}
-
-func gvrOf(t *testing.T, resource string) schema.GroupVersionResource {
-	t.Helper()
-	for _, gvr := range Builtin() {
-		if gvr.Resource == resource {
-			return gvr
-		}
-	}
-	t.Fatalf("no built-in printer for %s", resource)
-	return schema.GroupVersionResource{}
-}
-
-// gizmoColumns are printer columns of every type.
-var gizmoColumns = []PrinterColumn{
-	{Name: "Phase", Type: "string", JSONPath: ".status.phase"},
-	{Name: "Count", Type: "integer", JSONPath: ".spec.count"},
-	{Name: "Ratio", Type: "number", JSONPath: ".spec.ratio"},
-	{Name: "On", Type: "boolean", JSONPath: ".spec.on"},
-	{Name: "Seen", Type: "date", JSONPath: ".status.seen"},
-	{Name: "Obj", Type: "string", JSONPath: ".spec.obj", Priority: 1},
-	{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"},
-}
-
-func gizmos(t *testing.T) []*informer.Object {
-	t.Helper()
-	var objs []*informer.Object
-	for _, raw := range []string{
-		`{"apiVersion":"example.com/v1","kind":"Gizmo","metadata":{"name":"g1","namespace":"demo","uid":"u1","resourceVersion":"7","creationTimestamp":"2026-11-23T10:00:00Z"},
-		  "spec":{"count":3,"ratio":0.25,"on":true,"obj":{"a":1}},"status":{"phase":"Ready","seen":"2026-11-23T11:59:00Z"}}`,
-		`{"apiVersion":"example.com/v1","kind":"Gizmo","metadata":{"name":"g2","namespace":"demo","creationTimestamp":"2026-11-20T10:00:00Z"},
-		  "spec":{"count":3.7,"ratio":12},"status":{"seen":"not a date"}}`,
-		`{"apiVersion":"example.com/v1","kind":"Gizmo","metadata":{"name":"g3"}}`,
-	} {
-		var m struct {
-			Metadata metav1.ObjectMeta `json:"metadata"`
-		}
-		if err := json.Unmarshal([]byte(raw), &m); err != nil {
-			t.Fatal(err)
-		}
-		objs = append(objs, &informer.Object{ObjectMeta: m.Metadata, Raw: []byte(raw)})
-	}
-	return objs
-}
-
-// TestCRDRows checks rows with a CRD's printer columns: date columns are
-// relative, numbers typed as numbers; with and without an Age column of
-// the CRD's own.
-func TestCRDRows(t *testing.T) {
-	info := &informer.ResourceInfo{GVR: schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gizmos"}}
-	p := New(info, gizmoColumns)
-	var names []string
-	for _, c := range p.Columns() {
-		names = append(names, c.Name)
-		if c.Relative != (c.Name == "Seen" || c.Name == "Age") {
-			t.Errorf("column %s: relative %v", c.Name, c.Relative)
-		}
-	}
-	if want := []string{"Name", "Phase", "Count", "Ratio", "On", "Seen", "Obj", "Age"}; !slices.Equal(names, want) {
-		t.Errorf("columns %v, want %v", names, want)
-	}
-	checkRows(t, "gizmos", p, gizmos(t))
-	// Without a creationTimestamp column, an Age column is added.
-	checkRows(t, "gizmos-no-age", New(info, gizmoColumns[:2]), gizmos(t))
-}
-
-// TestCRDQuantityColumn: a printer column holding quantities, as text
-// ("500m", "2Gi") or as JSON numbers, types them as numbers, so that
-// they sort numerically, and keeps them searchable as they are shown.
-func TestCRDQuantityColumn(t *testing.T) {
-	info := &informer.ResourceInfo{GVR: schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gizmos"}}
-	for _, typ := range []string{"string", "number"} {
-		p := New(info, []PrinterColumn{{Name: "Size", Type: typ, JSONPath: ".spec.size"}})
-		var typed []cell.Value
-		for i, size := range []string{`"100Mi"`, `"2Gi"`, `1.5`, `"3k"`, `"500m"`, `"1"`, `"big"`} {
-			raw := fmt.Sprintf(`{"metadata":{"name":"g%d"},"spec":{"size":%s}}`, i, size)
-			c := p.Row(&informer.Object{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("g%d", i)}, Raw: []byte(raw)}).Cells[1]
-			typed = append(typed, c.Typed)
-			if s := strings.Trim(size, `"`); size[0] == '"' && c.Typed.String() != s {
-				t.Errorf("%s column: %s is searched as %q", typ, size, c.Typed.String())
+		var o *informer.Object
+		for _, f := range fixtureObjects(t, c.resource) {
+			if f.Name == c.name {
+				o = f
 			}
 		}
-		slices.SortStableFunc(typed, cell.Compare)
-		var got []string
-		for _, v := range typed {
-			got = append(got, typedString(v))
+		got := live(o, Cell{Raw: []byte(c.printed), Typed: cell.Parse(strings.Trim(c.printed, `"`))})
+		if b, _ := got.MarshalJSON(); string(b) != c.json || typedString(got.Typed) != c.typed {
+			t.Errorf("%s %s %s: %s typed %s, want %s typed %s", c.resource, c.name, c.column, b, typedString(got.Typed), c.json, c.typed)
 		}
-		want := []string{"number:500m", "number:1", "number:1500m", "number:3k", "number:100Mi", "number:2Gi", "string:big"}
-		if !slices.Equal(got, want) {
-			t.Errorf("%s column sorted %v, want %v", typ, got, want)
+		if got.Relative() {
+			want := got.Prefix + duration.HumanDuration(goldenNow.Sub(got.Since)) + got.Suffix
+			if d := got.Display(goldenNow); d != want {
+				t.Errorf("%s %s %s shows %v, want %q", c.resource, c.name, c.column, d, want)
+			}
 		}
 	}
 }
 
-// TestEncodedOncePerObjectVersion checks that a printer encodes an
-// object version's row once, whoever asks, and a new version again.
-func TestEncodedOncePerObjectVersion(t *testing.T) {
-	p := New(&informer.ResourceInfo{GVR: schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gizmos"}},
-		gizmoColumns)
-	objs := gizmos(t)
-	first := p.Encoded(objs[0])
-	for range 10 {
-		if b := p.Encoded(objs[0]); &b[0] != &first[0] {
-			t.Fatal("a second Encoded of one object version encoded it again")
-		}
+// TestEventsAPIEvents: an events.k8s.io Event's Last Seen reads its own
+// field names, as kube-apiserver's printer reads them once converted.
+func TestEventsAPIEvents(t *testing.T) {
+	raw := fmt.Sprintf(`{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{"name":"e"},"eventTime":null,`+
+		`"deprecatedFirstTimestamp":%q,"deprecatedLastTimestamp":%q,"deprecatedCount":3}`, at(time.Hour), at(time.Minute))
+	live := liveColumns[schema.GroupResource{Group: "events.k8s.io", Resource: "events"}]["Last Seen"]
+	got := live(&informer.Object{ObjectMeta: metav1.ObjectMeta{Name: "e"}, Raw: []byte(raw)}, text("1m"))
+	if !got.Relative() || got.Since.UTC().Format(time.RFC3339) != at(time.Minute) {
+		t.Errorf("Last Seen %+v, want since %s", got, at(time.Minute))
 	}
-	if n := p.Encodes(); n != 1 {
-		t.Errorf("%d encodes of one object version", n)
+}
+
+func at(d time.Duration) string { return goldenNow.Add(-d).UTC().Format(time.RFC3339) }
+
+// TestEncodedRows: rows as WebSocket row frames carry them, computed once
+// per object version and printer, whoever asks, and again for another
+// version.
+func TestEncodedRows(t *testing.T) {
+	cols, objs := upstream(t, "pods")
+	p := NewPrinter(schema.GroupResource{Resource: "pods"}, cols, nil)
+	o := objs[0]
+	want := fmt.Sprintf(`{"name":"p1","namespace":%q,"resourceVersion":%q,"uid":%q,"cells":["p1","0/2","Pending","0",{"since":%q},`+
+		`"\u003cnone\u003e","\u003cnone\u003e","\u003cnone\u003e","\u003cnone\u003e"]}`,
+		o.Namespace, o.ResourceVersion, o.UID, o.CreationTimestamp.UTC().Format(time.RFC3339))
+	first := p.Encoded(o)
+	if string(first) != want {
+		t.Errorf("encoded\n %s\nwant\n %s", first, want)
 	}
-	p.Encoded(objs[0].DeepCopyObject().(*informer.Object))
+	r, b := p.RowEncoded(o)
+	if &b[0] != &first[0] || r != p.Row(o) || p.Encodes() != 1 {
+		t.Errorf("a second reader of one object version got another encoding (%d encodes)", p.Encodes())
+	}
+	p.Encoded(o.DeepCopyObject().(*informer.Object))
 	if n := p.Encodes(); n != 2 {
 		t.Errorf("%d encodes after a new object version, want 2", n)
 	}
 }
 
-// typicalPod is a Deployment's running pod as kube-apiserver serves it
-// (managedFields stripped, as the gateway stores it).
-func typicalPod() *corev1.Pod {
-	started := ago(3 * time.Hour)
-	cond := func(t corev1.PodConditionType) corev1.PodCondition {
-		return corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: started}
+// TestGeneric: a resource kube-apiserver does not serve as a Table gets
+// its default table convertor's columns, Name and Created At.
+func TestGeneric(t *testing.T) {
+	o := &informer.Object{ObjectMeta: metav1.ObjectMeta{Name: "db", CreationTimestamp: metav1.NewTime(goldenNow)}}
+	p := Generic()
+	var names []string
+	for _, c := range p.Columns() {
+		names = append(names, c.Name)
 	}
-	return &corev1.Pod{
-		TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"},
-		ObjectMeta: metav1.ObjectMeta{Name: "web-7d9c5b8f4d-x2k8q", GenerateName: "web-7d9c5b8f4d-", Namespace: "shop",
-			UID: "0b4f3c2e-5d6a-4e8b-9c1d-2e3f4a5b6c7d", ResourceVersion: "48213917", CreationTimestamp: started,
-			Labels: map[string]string{"app": "web", "pod-template-hash": "7d9c5b8f4d"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-7d9c5b8f4d",
-				UID: "5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
-		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "web", Image: "registry.example.com/shop/web:1.42.0",
-				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}},
-				Resources: corev1.ResourceRequirements{
-					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
-					Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}},
-				VolumeMounts: []corev1.VolumeMount{{Name: "kube-api-access-7xkq2", ReadOnly: true,
-					MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}},
-				TerminationMessagePath: "/dev/termination-log", TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-				ImagePullPolicy: corev1.PullIfNotPresent}},
-			Volumes: []corev1.Volume{{Name: "kube-api-access-7xkq2", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
-				DefaultMode: ptr.To[int32](420), Sources: []corev1.VolumeProjection{
-					{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{ExpirationSeconds: ptr.To[int64](3607), Path: "token"}},
-					{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"},
-						Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
-					{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace",
-						FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}}}}}}},
-			RestartPolicy: corev1.RestartPolicyAlways, TerminationGracePeriodSeconds: ptr.To[int64](30),
-			DNSPolicy: corev1.DNSClusterFirst, ServiceAccountName: "default", NodeName: "worker-3",
-			SecurityContext: &corev1.PodSecurityContext{}, SchedulerName: "default-scheduler",
-			Tolerations: []corev1.Toleration{
-				{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)},
-				{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)}},
-			Priority: ptr.To[int32](0), EnableServiceLinks: ptr.To(true), PreemptionPolicy: ptr.To(corev1.PreemptLowerPriority),
-		},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, HostIP: "172.18.0.5", HostIPs: []corev1.HostIP{{IP: "172.18.0.5"}},
-			PodIP: "10.244.3.17", PodIPs: []corev1.PodIP{{IP: "10.244.3.17"}}, StartTime: &started, QOSClass: corev1.PodQOSBurstable,
-			Conditions: []corev1.PodCondition{cond("PodReadyToStartContainers"), cond(corev1.PodInitialized), cond(corev1.PodReady),
-				cond(corev1.ContainersReady), cond(corev1.PodScheduled)},
-			ContainerStatuses: []corev1.ContainerStatus{{Name: "web", Ready: true, Started: ptr.To(true),
-				Image: "registry.example.com/shop/web:1.42.0", ImageID: "registry.example.com/shop/web@sha256:3f1c2b5e8d9a7c6b4e2f1a0d9c8b7a6e5f4d3c2b1a0f9e8d7c6b5a4f3e2d1c0b",
-				ContainerID: "containerd://8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b",
-				State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}}},
+	got := tableCells(t, p, o, goldenNow.Add(time.Hour))
+	if !slices.Equal(names, []string{"Name", "Created At"}) || !slices.Equal(got, []string{`"db"`, `"2026-11-23T12:00:00Z"`}) {
+		t.Errorf("generic columns %v, cells %v", names, got)
 	}
 }
 
 // TestRowIsSmall measures a typical pod's row against its JSON: a row is
 // what a subscription with rows sends in place of the object.
 func TestRowIsSmall(t *testing.T) {
-	o := cached(t, typicalPod())
-	row := New(&informer.ResourceInfo{GVR: schema.GroupVersionResource{Version: "v1", Resource: "pods"}}, nil).Encoded(o)
-	t.Logf("typical pod: object %d bytes, row %d bytes (%.1f×smaller): %s", len(o.Raw), len(row),
-		float64(len(o.Raw))/float64(len(row)), row)
-	if len(row)*8 > len(o.Raw) {
+	cols, objs := upstream(t, "pods")
+	p := NewPrinter(schema.GroupResource{Resource: "pods"}, cols, nil)
+	o := objs[0]
+	row := p.Encoded(o)
+	t.Logf("pod: object %d bytes, row %d bytes (%.1f× smaller)", len(o.Raw), len(row), float64(len(o.Raw))/float64(len(row)))
+	if len(row)*4 > len(o.Raw) {
 		t.Errorf("row of %d bytes for an object of %d", len(row), len(o.Raw))
-	}
-}
-
-// TestRowEncodedComputesOnce: the first reader of an object version gets
-// its row and caches its encoding from one computation; readers of the
-// encoding after it compute nothing.
-func TestRowEncodedComputesOnce(t *testing.T) {
-	info := informer.NewResourceInfo(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, true)
-	p := ForResource(context.Background(), nil, info) // built-in: no Manager needed
-	raw := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n","resourceVersion":"5","uid":"u"},"data":{"k":"v"}}`
-	o := &informer.Object{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "n", ResourceVersion: "5", UID: "u"}, Raw: []byte(raw)}
-	before := p.Encodes()
-	r, b := p.RowEncoded(o)
-	if len(r.Cells) != 3 || string(b) != string(p.Encoded(o)) {
-		t.Fatalf("row %v, encoding %s; Encoded %s", r.Cells, b, p.Encoded(o))
-	}
-	if n := p.Encodes() - before; n != 1 {
-		t.Errorf("%d encodings for one object version, want 1", n)
-	}
-	r2, b2 := p.RowEncoded(o) // cached: the row is computed again, the encoding not
-	if len(r2.Cells) != 3 || &b2[0] != &b[0] || p.Encodes()-before != 1 {
-		t.Errorf("a second RowEncoded encoded again (%d) or returned other bytes", p.Encodes()-before)
 	}
 }

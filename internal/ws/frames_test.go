@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"kubegate/internal/informer"
 	"kubegate/internal/rows"
@@ -160,8 +159,7 @@ func TestEventLen(t *testing.T) {
 	obj := &informer.Object{Raw: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}`), RV: 7}
 	odd := &informer.Object{Raw: obj.Raw}
 	odd.ResourceVersion = "not \"numeric\"\n"
-	configMaps := rows.New(&informer.ResourceInfo{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}, nil)
-	for _, p := range []*rows.Printer{nil, configMaps} {
+	for _, p := range []*rows.Printer{nil, rows.Generic()} {
 		for _, qid := range [][]byte{quoteID("s"), quoteID("id \"with\" quotes\n")} {
 			for _, n := range []informer.Notification{
 				{Type: informer.Added, Object: obj, RV: 7},

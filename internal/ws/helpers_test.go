@@ -79,7 +79,7 @@ func startServer(t testing.TB, m *informer.Manager, mod func(*Options)) *testSer
 		mod(&opts)
 	}
 	if opts.Tables == nil {
-		opts.Tables = wire.NewTables(m, log.Named("livequery"))
+		opts.Tables = wire.NewTables(m, log.Named("livequery"), wire.ViewLimits{})
 		// Stopped after the server (cleanups run last first), as the
 		// gateway stops them after the sockets.
 		t.Cleanup(opts.Tables.Run())

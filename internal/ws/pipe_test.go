@@ -42,7 +42,7 @@ func startPipeServer(t *testing.T, mod func(*Options)) *pipeServer {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	// The writer never calls the Manager; only a subscribe frame would.
-	opts := Options{Manager: new(informer.Manager), Tables: wire.NewTables(new(informer.Manager), zap.NewNop()), Logger: zaptest.NewLogger(t).Named("ws"), Registerer: reg}
+	opts := Options{Manager: new(informer.Manager), Tables: wire.NewTables(new(informer.Manager), zap.NewNop(), wire.ViewLimits{}), Logger: zaptest.NewLogger(t).Named("ws"), Registerer: reg}
 	if mod != nil {
 		mod(&opts)
 	}

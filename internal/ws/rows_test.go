@@ -314,7 +314,11 @@ func TestRowsEncodedOncePerChange(t *testing.T) {
 	}
 	m := startManager(t, env.Config, nil)
 	ts := startServer(t, m, nil)
-	printer := rows.New(&informer.ResourceInfo{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}, nil)
+	res, err := m.Resource(t.Context(), "configmaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	printer := rows.ForResource(t.Context(), m, res) // the one the server prints with
 	before := printer.Encodes()
 
 	const sockets, perSocket = 3, 2

@@ -232,7 +232,7 @@ func (s *socket) prepare(ctx context.Context, f *clientFrame) (p prepared, err e
 	if f.As == asTable {
 		// The columns of the resource as of now; the subscription keeps
 		// them (a CRD's changed printer columns need a new subscription).
-		p.rows = rows.ForResource(ctx, mgr, p.info)
+		p.rows = rows.ForResource(ctx, mgr, p.res)
 	}
 	p.l, err = s.listen(p.res, p.filter, p.decision, f, f.ResourceVersion, f.initialEvents())
 	if errors.Is(err, informer.ErrExpired) {

@@ -106,7 +106,7 @@ func (s *socket) openWindow(ctx context.Context, res *informer.Resource, filter 
 	if f.Offset != nil {
 		p.Offset = *f.Offset
 	}
-	spec, err := p.Resolve(res.Info, rows.ForResource(ctx, s.opts.Manager, res.Info).Columns())
+	spec, err := p.Resolve(res.Info, rows.ForResource(ctx, s.opts.Manager, res).Columns())
 	if err != nil {
 		return nil, err
 	}

@@ -621,9 +621,13 @@ func TestWindowRowsEncodedOncePerChange(t *testing.T) {
 	for _, n := range []string{"a", "b", "c"} {
 		createCM(t, ns, n, map[string]string{"once": ns})
 	}
-	ts := startServer(t, startManager(t, env.Config, nil), nil)
-	printer := rows.ForResource(context.Background(), nil,
-		informer.NewResourceInfo(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, schema.GroupVersionKind{}, true))
+	m := startManager(t, env.Config, nil)
+	ts := startServer(t, m, nil)
+	res, err := m.Resource(t.Context(), "configmaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	printer := rows.ForResource(t.Context(), m, res) // the one the server prints with
 	before := printer.Encodes()
 	rowsSeen := map[string]string{} // name@rv → row bytes
 	type socketCopies struct {

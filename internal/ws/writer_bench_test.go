@@ -67,7 +67,7 @@ func BenchmarkSocketWriter(b *testing.B) {
 }
 
 func benchmarkSocketWriter(b *testing.B, mod func(*Options), perTick int, tick time.Duration) {
-	opts := Options{Manager: new(informer.Manager), Tables: wire.NewTables(new(informer.Manager), zap.NewNop()), Logger: zap.NewNop()}
+	opts := Options{Manager: new(informer.Manager), Tables: wire.NewTables(new(informer.Manager), zap.NewNop(), wire.ViewLimits{}), Logger: zap.NewNop()}
 	if mod != nil {
 		mod(&opts)
 	}

@@ -4,8 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
+	"slices"
 	"sync"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -47,7 +51,17 @@ type Schema struct {
 	// (Window.Data): for example what encodes a row's cells, which must
 	// be the one that computed them.
 	Data any
+	// Stale, if set, reports that the schema no longer fits the
+	// resource (its columns changed): the table then ends with
+	// ErrSchemaChanged, and the next Open builds it afresh. Checked after
+	// each batch of changes.
+	Stale func() bool
 }
+
+// ErrSchemaChanged ends a table whose schema no longer fits its resource
+// (Schema.Stale): 410 Gone, as what the table held is gone; the client
+// opens its window again, on a table with the resource's columns now.
+var ErrSchemaChanged = apierrors.NewGone("the resource's columns changed: open the window again for its new columns")
 
 // ErrStopped wraps informer.ErrStopped (503, "the gateway is shutting
 // down"): Open once Tables has stopped, and the end of the tables it
@@ -62,10 +76,12 @@ type Options struct {
 	// lock held, when a resource's table is about to be created, with
 	// the context of the Open that creates it. Default: livequery's zero
 	// Options and MetadataRow.
-	Schema func(context.Context, *informer.ResourceInfo) Schema
-	// IdleGrace is how long a table outlives its last window, so that a
-	// consumer switching sort orders or reconnecting does not rebuild it.
-	// Default 30s.
+	Schema func(context.Context, *informer.Resource) Schema
+	// IdleGrace, when positive, is how long a table outlives its last
+	// window before it is dropped. Default 0: a table is kept while its
+	// resource is served, as its rows cost little beside the objects
+	// they are computed from (and kept with), and a first window then
+	// never waits for one to be built again.
 	IdleGrace time.Duration
 	// MinBacklog is the least bound, in notifications, of a feeder's
 	// listener. The bound is max(MinBacklog, 4×objects) and grows with
@@ -83,10 +99,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.Schema == nil {
-		o.Schema = func(context.Context, *informer.ResourceInfo) Schema { return Schema{Row: MetadataRow} }
-	}
-	if o.IdleGrace <= 0 {
-		o.IdleGrace = 30 * time.Second
+		o.Schema = func(context.Context, *informer.Resource) Schema { return Schema{Row: MetadataRow} }
 	}
 	if o.MinBacklog <= 0 {
 		o.MinBacklog = 4096
@@ -222,7 +235,7 @@ func (ts *Tables) acquire(ctx context.Context, r *informer.Resource) (*feeder, e
 	if f, err := ts.acquireExisting(r); f != nil || err != nil {
 		return f, err
 	}
-	sch := ts.opts.Schema(ctx, r.Info)
+	sch := ts.opts.Schema(ctx, r)
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if f, err := ts.acquireExistingLocked(r); f != nil || err != nil {
@@ -318,6 +331,7 @@ type feeder struct {
 	table *livequery.Table
 	row   RowFunc
 	data  any // Schema.Data
+	stale func() bool
 	log   *zap.Logger
 
 	// refs counts the windows (and Opens under way) holding the table.
@@ -337,7 +351,7 @@ type feeder struct {
 	l          *informer.Listener
 	maxEvents  int
 	collecting bool // a snapshot is being received
-	rows       []*livequery.Row
+	snapshot   []*informer.Object
 	buf        []informer.Notification
 	resets     int // listener resets seen, for logs and tests
 	resizes    int // listeners replaced to raise the bound
@@ -358,6 +372,7 @@ func (ts *Tables) newFeeder(r *informer.Resource, sch Schema) (*feeder, error) {
 		table:       livequery.NewTable(sch.Table),
 		row:         sch.Row,
 		data:        sch.Data,
+		stale:       sch.Stale,
 		log:         ts.log.With(zap.String("resource", r.Info.GVR.String())),
 		wake:        make(chan struct{}, 1),
 		refsChanged: make(chan struct{}, 1),
@@ -384,7 +399,7 @@ func (f *feeder) listen(n int) error {
 		return fmt.Errorf("live table of %s: %w", f.res.Info.GVR.GroupResource(), err)
 	}
 	f.l = l
-	f.collecting, f.rows = true, f.rows[:0]
+	f.collecting, f.snapshot = true, f.snapshot[:0]
 	return nil
 }
 
@@ -428,7 +443,7 @@ func (f *feeder) run(ctx context.Context) {
 			}
 		case <-f.refsChanged:
 			switch isIdle := f.ts.idle(f); {
-			case isIdle && idle == nil:
+			case isIdle && idle == nil && f.ts.opts.IdleGrace > 0:
 				idle = f.ts.opts.clock.NewTimer(f.ts.opts.IdleGrace)
 				idleC = idle.C()
 			case !isIdle:
@@ -469,6 +484,12 @@ func (f *feeder) drain() (ended bool) {
 		}
 	}
 	if !f.collecting {
+		if f.stale != nil && f.stale() {
+			f.ts.retire(f, false)
+			f.table.End(ErrSchemaChanged)
+			f.log.Info("live table ended: its resource's columns changed")
+			return true
+		}
 		// Bookmarks and the changes of the listener's last Pop: the
 		// table is current up to the resource's progress.
 		f.table.SetVersion(f.l.Progress())
@@ -482,14 +503,13 @@ func (f *feeder) apply(n informer.Notification) (ended bool) {
 	case informer.Reset:
 		f.resets++
 		f.log.Info("live table's listener reset; the snapshot that follows replaces the table")
-		f.collecting, f.rows = true, f.rows[:0]
+		f.collecting, f.snapshot = true, f.snapshot[:0]
 	case informer.Added, informer.Modified:
-		r := f.build(n.Object)
-		switch {
-		case f.collecting:
-			if r != nil {
-				f.rows = append(f.rows, r)
-			}
+		if f.collecting {
+			f.snapshot = append(f.snapshot, n.Object)
+			break
+		}
+		switch r := f.build(n.Object); {
 		case r != nil:
 			f.table.Upsert(r, n.RV)
 		default:
@@ -498,10 +518,10 @@ func (f *feeder) apply(n informer.Notification) (ended bool) {
 	case informer.Deleted:
 		f.table.Delete(n.Object.Namespace, n.Object.Name, n.RV)
 	case informer.EndOfSnapshot:
-		f.table.Replace(f.rows, n.RV)
-		count := len(f.rows)
-		clear(f.rows)
-		f.collecting, f.rows = false, f.rows[:0]
+		f.table.Replace(f.buildAll(f.snapshot), n.RV)
+		count := len(f.snapshot)
+		clear(f.snapshot)
+		f.collecting, f.snapshot = false, f.snapshot[:0]
 		select {
 		case <-f.ready:
 		default:
@@ -535,6 +555,24 @@ func (f *feeder) resize(n int) {
 }
 
 // build returns o's row, or nil when the RowFunc fails.
+// buildAll builds the rows of a snapshot's objects, on every CPU: a
+// resource's first table computes (and keeps with each object version)
+// every row at once.
+func (f *feeder) buildAll(objs []*informer.Object) []*livequery.Row {
+	rows := make([]*livequery.Row, len(objs))
+	workers := min(runtime.GOMAXPROCS(0), max(len(objs)/256, 1))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(objs); i += workers {
+				rows[i] = f.build(objs[i])
+			}
+		})
+	}
+	wg.Wait()
+	return slices.DeleteFunc(rows, func(r *livequery.Row) bool { return r == nil })
+}
+
 func (f *feeder) build(o *informer.Object) *livequery.Row {
 	r, err := f.row(o)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"kubegate/internal/livequery/feed"
 	"kubegate/internal/livequery/wire"
 	"kubegate/internal/rows"
+	"kubegate/internal/rows/rowstest"
 )
 
 // These benchmarks measure the server's side of live windows on pods as
@@ -100,9 +101,18 @@ func benchPod(j int) *informer.Object {
 	if err != nil {
 		panic(err)
 	}
+	restarts := strconv.Itoa(j % 7)
+	if j%7 > 0 {
+		restarts += " (5m ago)"
+	}
 	return &informer.Object{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID,
-		ResourceVersion: p.ResourceVersion, Labels: p.Labels, CreationTimestamp: p.CreationTimestamp}, RV: uint64(j + 1), Raw: raw}
+		ResourceVersion: p.ResourceVersion, Labels: p.Labels, CreationTimestamp: p.CreationTimestamp}, RV: uint64(j + 1), Raw: raw,
+		Cells:   rowstest.PodCells(p.Name, "2/2", "Running", restarts, "5m", p.Status.PodIP, p.Spec.NodeName),
+		Columns: podColumns}
 }
+
+// podColumns are the pods' columns as kube-apiserver prints them.
+var podColumns = rowstest.MustRead("pods").Columns
 
 // fixtures are built once per test binary and shared by every benchmark
 // and -count run: 100,000 pods take seconds to build.
@@ -124,7 +134,7 @@ func objects(n int) []*informer.Object {
 
 // podSchema is the pods' table schema as the gateway builds it.
 func podSchema() (feed.Schema, *rows.Printer) {
-	p := rows.ForResource(context.Background(), nil, podsInfo)
+	p := rows.NewPrinter(podsInfo.GVR.GroupResource(), podColumns, nil)
 	return wire.Schema(podsInfo, p), p
 }
 

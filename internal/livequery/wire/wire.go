@@ -81,15 +81,12 @@ func Schema(info *informer.ResourceInfo, p *rows.Printer) feed.Schema {
 			},
 		},
 		Row: func(o *informer.Object) (*livequery.Row, error) {
-			// Encoded now, with the row, so that windows showing this
-			// version send the cached bytes without decoding it again.
-			pr, _ := p.RowEncoded(o)
-			cells := make([]livequery.Value, len(pr.Cells))
-			for i := range pr.Cells {
-				cells[i] = pr.Cells[i].Typed
-			}
+			// The printer's row, computed once per object version with
+			// its encoding, so that windows showing this version send
+			// the cached bytes, and its typed cells.
+			pr := p.Row(o)
 			return &livequery.Row{Namespace: o.Namespace, Name: o.Name, Labels: o.Labels, Fields: o,
-				Created: o.CreationTimestamp.Time, Cells: cells, RV: o.RV, Object: o}, nil
+				Created: o.CreationTimestamp.Time, Cells: pr.Typed, RV: o.RV, Object: o}, nil
 		},
 		Data: p,
 	}
@@ -338,17 +335,30 @@ func sortName(t token) string {
 // columns are read.
 const schemaTimeout = 30 * time.Second
 
+// ViewLimits bound the views (distinct sorts and filters) of each live
+// table; zero fields take livequery's defaults (livequery.Options).
+type ViewLimits struct {
+	MaxViews, MaxViewsPerUser, IdleViews int
+}
+
 // NewTables returns the live tables of the resources mgr serves, each
-// with the columns of the printer that serves its rows (rows.ForResource).
-func NewTables(mgr *informer.Manager, log *zap.Logger) *feed.Tables {
+// with the columns of the printer that serves its rows (rows.ForResource)
+// and the view limits given.
+func NewTables(mgr *informer.Manager, log *zap.Logger, limits ViewLimits) *feed.Tables {
 	return feed.New(feed.Options{
-		Schema: func(ctx context.Context, info *informer.ResourceInfo) feed.Schema {
+		Schema: func(ctx context.Context, r *informer.Resource) feed.Schema {
 			// The table outlives the request that creates it: a client
 			// leaving mid-subscribe must not leave it with generic
 			// columns for its whole life.
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), schemaTimeout)
 			defer cancel()
-			return Schema(info, rows.ForResource(ctx, mgr, info))
+			p := rows.ForResource(ctx, mgr, r)
+			s := Schema(r.Info, p)
+			s.Table.MaxViews, s.Table.MaxViewsPerOwner, s.Table.IdleViews = limits.MaxViews, limits.MaxViewsPerUser, limits.IdleViews
+			// A relist with other columns (a CRD's printer columns
+			// edited) leaves the table's columns behind.
+			s.Stale = func() bool { return !p.Follows(r.Columns()) }
+			return s
 		},
 		Logger: log,
 	})

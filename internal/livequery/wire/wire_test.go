@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"context"
 	"encoding/base64"
 	"errors"
 	"strings"
@@ -14,12 +13,13 @@ import (
 	"kubegate/internal/informer"
 	"kubegate/internal/livequery"
 	"kubegate/internal/rows"
+	"kubegate/internal/rows/rowstest"
 )
 
 func podInfo(t *testing.T) (*informer.ResourceInfo, []rows.Column) {
 	t.Helper()
 	info := informer.NewResourceInfo(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, true)
-	return info, rows.ForResource(context.Background(), nil, info).Columns() // a built-in printer needs no Manager
+	return info, rows.NewPrinter(info.GVR.GroupResource(), rowstest.MustRead("pods").Columns, nil).Columns()
 }
 
 func TestResolve(t *testing.T) {
