@@ -131,6 +131,6 @@ bench-report: ## Regenerate docs/benchmarks.md's current tables and goals from $
 .PHONY: bench-micro
 bench-micro: ## Go micro-benchmarks of the hot paths, BENCHCOUNT runs each, into $(BENCHDIR)/micro.txt (compare with benchstat)
 	mkdir -p $(BENCHDIR)
-	{ $(GO) test -run '^$$' -p 1 -bench 'Fanout|Pop|List|Decode|AppendEvent|UpstreamUpdate' -benchmem -count $(BENCHCOUNT) -benchtime $(BENCHTIME) ./internal/informer/ ./internal/http/ ./internal/ws/ && \
+	{ $(GO) test -run '^$$' -p 1 -bench 'Fanout|Pop|List|Decode|AppendEvent|UpstreamUpdate|PassThroughWrite' -benchmem -count $(BENCHCOUNT) -benchtime $(BENCHTIME) ./internal/informer/ ./internal/http/ ./internal/ws/ && \
 	  $(GO) test -run '^$$' -p 1 -timeout 30m -bench 'Change|Scroll|Open|FirstWindow|WindowUpdates|TableBuild' -benchmem -count $(BENCHCOUNT) -benchtime $(BENCHTIME) ./internal/livequery/ ./internal/livequery/wire/ && \
 	  $(GO) test -run '^$$' -p 1 -bench 'IdleSocket|CacheMemory' -benchmem -count $(BENCHCOUNT) -benchtime 1x ./internal/ws/ ./internal/informer/ ; } | tee $(BENCHDIR)/micro.txt

@@ -166,20 +166,46 @@ func scenarioTable(w io.Writer, figs []Figure) {
 // cell escapes what would break a Markdown table cell.
 func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 
-// WriteDoc replaces the part of the Markdown file at path between
-// DocBegin and DocEnd with r rendered by Markdown.
+// DocMarkers are the markers around the part of docs/benchmarks.md that
+// r renders into: DocBegin and DocEnd for a run of the default
+// scenarios; for a run of opt-in scenarios only (OptInScenarios), markers
+// of their own that name them, so that their figures stand beside the
+// default run's instead of replacing them.
+func DocMarkers(r Report) (begin, end string) {
+	var names []string
+	for _, f := range r.Figures {
+		if !slices.Contains(names, f.Scenario) {
+			names = append(names, f.Scenario)
+		}
+	}
+	if len(names) == 0 {
+		return DocBegin, DocEnd
+	}
+	for _, n := range names {
+		if !slices.Contains(OptInScenarios, n) {
+			return DocBegin, DocEnd
+		}
+	}
+	key := "-scenarios=" + strings.Join(names, ",")
+	return "<!-- BEGIN kubegate-bench -report " + key + ": generated from one run's JSON; do not edit by hand -->",
+		"<!-- END kubegate-bench -report " + key + " -->"
+}
+
+// WriteDoc replaces the part of the Markdown file at path between r's
+// markers (DocMarkers) with r rendered by Markdown.
 func WriteDoc(path string, r Report) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	i := bytes.Index(b, []byte(DocBegin))
-	j := bytes.Index(b, []byte(DocEnd))
+	begin, end := DocMarkers(r)
+	i := bytes.Index(b, []byte(begin))
+	j := bytes.Index(b, []byte(end))
 	if i < 0 || j < i {
-		return fmt.Errorf("%s: no %q ... %q section to generate", path, DocBegin, DocEnd)
+		return fmt.Errorf("%s: no %q ... %q section to generate", path, begin, end)
 	}
 	var out bytes.Buffer
-	out.Write(b[:i+len(DocBegin)])
+	out.Write(b[:i+len(begin)])
 	out.WriteString("\n\n")
 	r.Markdown(&out)
 	out.Write(b[j:])

@@ -31,11 +31,12 @@ type Options struct {
 // relist restarts kube-apiserver, so it runs last.
 var DefaultScenarios = []string{"setup", "idle", "snapshot", ScenarioREST, "upstream", "broad", "selective", "burst", "slow", "abuse", "watchlist", "reconnect", "coldstart", "relist"}
 
-// OptInScenarios run only when named. windows, viewchurn and tenants
-// create Pods up to their sizes (100,000, 20,000 and 20,000 by default,
-// minutes on two cores), after which the scenarios that count the
-// workload's Pods do not hold: name them last.
-var OptInScenarios = []string{ScenarioWindows, ScenarioViewChurn, ScenarioTenants}
+// OptInScenarios run only when named. passthrough measures writes
+// through the gateway's pass-through, on a gateway of its own. windows,
+// viewchurn and tenants create Pods up to their sizes (100,000, 20,000
+// and 20,000 by default, minutes on two cores), after which the scenarios
+// that count the workload's Pods do not hold: name them last.
+var OptInScenarios = []string{ScenarioPassThrough, ScenarioWindows, ScenarioViewChurn, ScenarioTenants}
 
 // scenarios maps names to their implementations.
 var scenarios = map[string]func(context.Context, *Env, Sizes, io.Writer) ([]Figure, error){
@@ -56,9 +57,10 @@ var scenarios = map[string]func(context.Context, *Env, Sizes, io.Writer) ([]Figu
 	"upstream":  scenarioUpstream,
 	"relist":    scenarioRelist,
 	// Opt-in.
-	ScenarioWindows:   scenarioWindows,
-	ScenarioViewChurn: scenarioViewChurn,
-	ScenarioTenants:   scenarioTenants,
+	ScenarioPassThrough: scenarioPassThrough,
+	ScenarioWindows:     scenarioWindows,
+	ScenarioViewChurn:   scenarioViewChurn,
+	ScenarioTenants:     scenarioTenants,
 }
 
 // withDefaults fills zero sizes from DefaultSizes.
@@ -112,6 +114,7 @@ func (z Sizes) withDefaults() Sizes {
 	setF(&z.WindowRate, d.WindowRate)
 	set(&z.WindowOpens, d.WindowOpens)
 	setD(&z.WindowGCWait, d.WindowGCWait)
+	set(&z.PassThroughWrites, d.PassThroughWrites)
 	set(&z.ViewChurnPods, d.ViewChurnPods)
 	set(&z.ViewChurnVictims, d.ViewChurnVictims)
 	set(&z.ViewChurnWindows, d.ViewChurnWindows)

@@ -90,6 +90,9 @@ type Sizes struct {
 	WindowRate   float64
 	WindowOpens  int
 	WindowGCWait time.Duration
+	// PassThroughWrites are the writes timed on each arm of the
+	// passthrough scenario (passthrough.go).
+	PassThroughWrites int
 	// ViewChurn (viewchurn.go): Pods created first; victims, each with a
 	// socket, holding ViewChurnWindows windows between them; updates a
 	// second to Pods the windows show, for ViewChurnDuration in each
@@ -136,7 +139,7 @@ var DefaultSizes = Sizes{
 	WatchList: 100, WatchListReaders: 10,
 	WindowPods: []int{10_000, 100_000}, Windows: 1000, WindowRate: 100, WindowOpens: 20, WindowGCWait: 150 * time.Second,
 	ViewChurnPods: 20_000, ViewChurnVictims: 4, ViewChurnWindows: 20, ViewChurnRate: 20, ViewChurnDuration: 20 * time.Second,
-	ViewChurnRESTRate: 20, ViewChurnWSRate: 10, ViewChurnWatchers: 50,
+	ViewChurnRESTRate: 20, ViewChurnWSRate: 10, ViewChurnWatchers: 50, PassThroughWrites: 500,
 	Tenants: DefaultTenantsSizes,
 	Drain:   60 * time.Second, Settle: 2 * time.Second,
 }
@@ -153,7 +156,7 @@ var FullSizes = Sizes{
 	WatchList: 1000, WatchListReaders: 50,
 	WindowPods: []int{10_000, 100_000}, Windows: 1000, WindowRate: 100, WindowOpens: 50, WindowGCWait: 150 * time.Second,
 	ViewChurnPods: 100_000, ViewChurnVictims: 4, ViewChurnWindows: 20, ViewChurnRate: 20, ViewChurnDuration: 30 * time.Second,
-	ViewChurnRESTRate: 40, ViewChurnWSRate: 18, ViewChurnWatchers: 50,
+	ViewChurnRESTRate: 40, ViewChurnWSRate: 18, ViewChurnWatchers: 50, PassThroughWrites: 2000,
 	Tenants: DefaultTenantsSizes,
 	Drain:   120 * time.Second, Settle: 2 * time.Second,
 }

@@ -52,7 +52,8 @@ var smokeSizes = Sizes{
 	Tenants: TenantsSizes{Pods: 100, Duration: time.Second, Recovery: 100 * time.Millisecond, GCWait: time.Millisecond,
 		Rate: 20, ListRate: 4, VictimWindows: 3, FloodRate: 100, FloodConns: 10, NewTokens: 2,
 		ChurnRate: 10, LongSelectorRate: 3, WSChurnRate: 5, Hoard: 30, ReviewRate: 5, SocketIdentities: 2, SocketsPerIdentity: 5},
-	Drain: 30 * time.Second, Settle: 200 * time.Millisecond,
+	PassThroughWrites: 20,
+	Drain:             30 * time.Second, Settle: 200 * time.Millisecond,
 }
 
 // TestSmoke runs every scenario at tiny sizes against a real control plane
@@ -252,6 +253,15 @@ func TestSmoke(t *testing.T) {
 	// The restart must have made the gateway's upstream relist: that is
 	// what the scenario is for.
 	positive("relist", ArmGateway, "upstream relists")
+
+	for _, arm := range []string{ArmGateway, ArmAPIServer} {
+		positive(ScenarioPassThrough, arm, "write p50")
+		positive(ScenarioPassThrough, arm, "write p99")
+	}
+	positive(ScenarioPassThrough, ArmGateway, "CPU per write")
+	if f := want(ScenarioPassThrough, ArmBench, "writes per arm"); f.Value != float64(smokeSizes.PassThroughWrites) {
+		t.Errorf("passthrough: %v writes per arm, want %d", f.Value, smokeSizes.PassThroughWrites)
+	}
 
 	for _, n := range smokeSizes.WindowPods {
 		sfx := fmt.Sprintf(" (%d pods)", n)

@@ -226,13 +226,16 @@ type chain struct {
 	secondBase          string
 	// upstreamKubeconfig reads from the first tier as tierUser.
 	upstreamKubeconfig string
+	// firstArgs are the first tier's flags besides its kubeconfig, listen
+	// address, resources and log format.
+	firstArgs []string
 }
 
-// startFirstTier starts the first tier, waits for it to be ready, and
-// returns the chain for a second tier to be started on.
-func startFirstTier(t *testing.T, ctx context.Context, env *testenv.Env) *chain {
+// startFirstTier starts the first tier with args, waits for it to be
+// ready, and returns the chain for a second tier to be started on.
+func startFirstTier(t *testing.T, ctx context.Context, env *testenv.Env, args ...string) *chain {
 	t.Helper()
-	c := &chain{apiserverKubeconfig: filepath.Join(t.TempDir(), "kubeconfig")}
+	c := &chain{apiserverKubeconfig: filepath.Join(t.TempDir(), "kubeconfig"), firstArgs: args}
 	if err := env.CP.WriteKubeconfig(c.apiserverKubeconfig); err != nil {
 		t.Fatal(err)
 	}
@@ -247,8 +250,8 @@ func startFirstTier(t *testing.T, ctx context.Context, env *testenv.Env) *chain 
 func (c *chain) startFirst(t *testing.T, ctx context.Context) (*gatewayProcess, string) {
 	t.Helper()
 	addr := freeAddr(t)
-	g := startGateway(t, gatewayBinary(t), "--kubeconfig", c.apiserverKubeconfig, "--listen", addr,
-		"--resources", "configmaps", "--log-format", "json")
+	g := startGateway(t, gatewayBinary(t), append([]string{"--kubeconfig", c.apiserverKubeconfig, "--listen", addr,
+		"--resources", "configmaps", "--log-format", "json"}, c.firstArgs...)...)
 	waitReady(t, ctx, g, "http://"+addr)
 	return g, "http://" + addr
 }
@@ -265,12 +268,13 @@ func (c *chain) startSecondTier(t *testing.T, ctx context.Context, args ...strin
 }
 
 // TestTierUpstreamWithoutAuthorizationAPI: a gateway whose upstream is
-// another kubegate (which serves no SelfSubjectAccessReview: POST is not
-// allowed there) serves lists, instead of answering every one with the
-// upstream's 405 to its access check. A resource the first tier does not
-// let the second read is the second tier's problem (503 naming its
-// identity's RBAC), not a 403 or 405 for the caller. The missing reviews
-// are logged once, not per resource.
+// another kubegate that passes nothing through (so serves no
+// SelfSubjectAccessReview: POST is not allowed there) serves lists,
+// instead of answering every one with the upstream's 405 to its access
+// check. A resource the first tier does not let the second read is the
+// second tier's problem (503 naming its identity's RBAC), not a 403 or
+// 405 for the caller. The missing reviews are logged once, not per
+// resource.
 func TestTierUpstreamWithoutAuthorizationAPI(t *testing.T) {
 	env := testenv.Get(t)
 	grantTier(t, env, "", "configmaps")
@@ -281,7 +285,7 @@ func TestTierUpstreamWithoutAuthorizationAPI(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c := startFirstTier(t, ctx, env)
+	c := startFirstTier(t, ctx, env, "--pass-through=false")
 	tokens := filepath.Join(t.TempDir(), "tokens.csv")
 	if err := os.WriteFile(tokens, []byte("second-tier-reader,reader,reader-1,\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -320,15 +324,15 @@ func TestTierUpstreamWithoutAuthorizationAPI(t *testing.T) {
 }
 
 // TestTierReviewsNeedTheAPIServer: a second tier whose token or access
-// reviews would go to the first tier (which serves only reads) does not
-// start: every caller would be refused. The error names the flag to set.
-// Nor does one whose upstream is plain HTTP, to which client-go sends no
-// credentials: the error says so.
+// reviews would go to a first tier that passes nothing through (so
+// serves only reads) does not start: every caller would be refused. The
+// error names the flag to set. Nor does one whose upstream is plain
+// HTTP, to which client-go sends no credentials: the error says so.
 func TestTierReviewsNeedTheAPIServer(t *testing.T) {
 	env := testenv.Get(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c := startFirstTier(t, ctx, env)
+	c := startFirstTier(t, ctx, env, "--pass-through=false")
 	tokens := filepath.Join(t.TempDir(), "tokens.csv")
 	if err := os.WriteFile(tokens, []byte("t,reader,reader-1,\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -362,6 +366,60 @@ func TestTierReviewsNeedTheAPIServer(t *testing.T) {
 				t.Fatalf("exit %d, last line %q, want 1 and %q", code, lastLine(stderr.String()), tc.want)
 			}
 		})
+	}
+}
+
+// TestTierReviewsThroughPassThrough: with pass-through (the default),
+// the first tier passes the second tier's TokenReviews,
+// SubjectAccessReviews and access checks on to kube-apiserver with the
+// second tier's own token: a second tier needs no kubeconfig of the
+// apiserver's for them, only the rights to make them (what
+// system:auth-delegator grants), and its access check is kube-apiserver's
+// answer for its identity instead of being skipped.
+func TestTierReviewsThroughPassThrough(t *testing.T) {
+	env := testenv.Get(t)
+	grantTier(t, env, "", "configmaps")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	binding, err := env.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "kubegate-tier-reviews-"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:auth-delegator"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: tierUser}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+	})
+	ns := env.Namespace(t)
+	if _, err := env.Client.CoreV1().ConfigMaps(ns).Create(ctx,
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "reviewed-through-two-tiers"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c := startFirstTier(t, ctx, env)
+	c.startSecondTier(t, ctx) // authn kubernetes, authz rbac, no review kubeconfigs
+	get := func(path, token string) (int, []byte) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.secondBase+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	token := tierToken(t, env)
+	if code, body := get("/api/v1/namespaces/"+ns+"/configmaps", token); code != http.StatusOK || !strings.Contains(string(body), "reviewed-through-two-tiers") {
+		t.Fatalf("list through two tiers, reviewed through the first: %d %s", code, body)
+	}
+	if code, body := get("/api/v1/namespaces/"+ns+"/configmaps", "not-a-token"); code != http.StatusUnauthorized {
+		t.Fatalf("a bad token: %d %s", code, body)
+	}
+	if strings.Contains(c.second.out.String(), "does not serve SelfSubjectAccessReview") {
+		t.Fatalf("the second tier skipped its access check:\n%s", c.second.out.String())
 	}
 }
 

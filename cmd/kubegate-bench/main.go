@@ -89,6 +89,7 @@ func main() {
 	flag.Float64Var(&z.WindowRate, "windows-rate", d.WindowRate, "windows: updates per second during the update phases (for -duration)")
 	flag.IntVar(&z.WindowOpens, "windows-opens", d.WindowOpens, "windows: first windows timed per case and arm (at least 3, until 10s have passed)")
 	flag.DurationVar(&z.WindowGCWait, "windows-gc-wait", d.WindowGCWait, "windows: longest wait for the gateway's next collection before reading its live heap (the runtime collects at least every 2m)")
+	flag.IntVar(&z.PassThroughWrites, "passthrough-writes", d.PassThroughWrites, "passthrough: writes timed on each arm (straight to kube-apiserver, through the gateway's pass-through)")
 	flag.IntVar(&z.ViewChurnPods, "viewchurn-pods", d.ViewChurnPods, "viewchurn: Pods to create and measure at (the goals are set at 100000)")
 	flag.IntVar(&z.ViewChurnVictims, "viewchurn-victims", d.ViewChurnVictims, "viewchurn: victim clients, one socket each")
 	flag.IntVar(&z.ViewChurnWindows, "viewchurn-windows", d.ViewChurnWindows, "viewchurn: windows the victims hold between them")
@@ -163,6 +164,7 @@ func main() {
 			"windows-rate":        func() { z.WindowRate = explicit.WindowRate },
 			"windows-opens":       func() { z.WindowOpens = explicit.WindowOpens },
 			"windows-gc-wait":     func() { z.WindowGCWait = explicit.WindowGCWait },
+			"passthrough-writes":  func() { z.PassThroughWrites = explicit.PassThroughWrites },
 			"perf":                func() { z.PerfDir = explicit.PerfDir },
 			"viewchurn-pods":      func() { z.ViewChurnPods = explicit.ViewChurnPods },
 			"viewchurn-victims":   func() { z.ViewChurnVictims = explicit.ViewChurnVictims },

@@ -55,6 +55,9 @@ type Config struct {
 	WebSocket       WebSocket `json:"websocket"`
 	Windows         Windows   `json:"windows"`
 	Auth            Auth      `json:"auth"`
+	// PassThrough sends what the cache does not serve on to
+	// kube-apiserver with the caller's own credential.
+	PassThrough PassThrough `json:"passThrough"`
 	// Webhooks are receivers of resource events. Default none.
 	Webhooks []webhook.Spec `json:"webhooks,omitempty"`
 	// ConfigPath is the --config file, kept so SIGHUP can re-read it.
@@ -153,6 +156,33 @@ type Auth struct {
 	// ReviewMaxWait bounds a review's wait in its queue before it is
 	// refused with 429. Default 5s.
 	ReviewMaxWait Duration `json:"reviewMaxWait,omitempty"`
+}
+
+// PassThrough configures the requests the gateway sends on to
+// kube-apiserver with the caller's own token instead of answering them
+// from its cache: writes, subresources (status, scale, log, exec, attach,
+// portforward, eviction...; proxy excepted) and self-reviews
+// (SelfSubjectAccessReview, SelfSubjectRulesReview, SelfSubjectReview).
+// docs/auth.md ("Pass-through") gives the reasoning.
+type PassThrough struct {
+	// Enabled passes those requests through when callers' tokens are
+	// cluster credentials: with auth.authn kubernetes. With token-file or
+	// none the gateway holds no credential of the caller's that
+	// kube-apiserver would accept, and refuses them as when Enabled is
+	// false: writes with 405, subresources with 404, each with a Status
+	// saying why. Default true.
+	Enabled bool `json:"enabled"`
+	// MaxBodyBytes bounds a request body; a larger one is refused with
+	// 413 before kube-apiserver sees it. Default 3 MiB, kube-apiserver's
+	// own bound.
+	MaxBodyBytes int64 `json:"maxBodyBytes,omitempty"`
+	// Timeout bounds a request that is not a stream, from the gateway
+	// sending it to the end of the answer; beyond it the answer is 504.
+	// Streams (logs with follow, exec, attach, portforward, watches) are
+	// bounded only by the caller's auth.userMaxInflight. Default 70s,
+	// above kube-apiserver's own 60s (--request-timeout), so that its
+	// answer comes first.
+	Timeout Duration `json:"timeout,omitempty"`
 }
 
 // APIServer configures the gateway's own client of kube-apiserver.
@@ -268,6 +298,7 @@ func Default() Config {
 		APIServer:       APIServer{QPS: 50, Burst: 100},
 		Cache:           Cache{MinResync: Duration(5 * time.Second), HistoryEvents: 10000},
 		WebSocket:       webSocketDefaults(),
+		PassThrough:     PassThrough{Enabled: true, MaxBodyBytes: 3 << 20, Timeout: Duration(70 * time.Second)},
 		Windows:         windowsDefaults(),
 		Auth: Auth{
 			Authn: "kubernetes", Authz: "rbac", Metrics: "rbac",
@@ -369,6 +400,9 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.Auth.validate(c.Listen)...)
 	errs = append(errs, c.validateHosts()...)
+	if c.PassThrough.MaxBodyBytes < 0 || c.PassThrough.Timeout < 0 {
+		errs = append(errs, errors.New("passThrough.maxBodyBytes and passThrough.timeout must not be negative (0 means the default)"))
+	}
 	if err := webhook.Validate(c.Webhooks); err != nil {
 		errs = append(errs, err)
 	}
@@ -547,6 +581,7 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 	fs.Float64Var(&c.Auth.UserQPS, "user-qps", c.Auth.UserQPS, "sustained requests per second per user (0: no limit)")
 	fs.IntVar(&c.Auth.UserBurst, "user-burst", c.Auth.UserBurst, "request burst per user")
 	fs.IntVar(&c.Auth.UserMaxInflight, "user-max-inflight", c.Auth.UserMaxInflight, "open requests per user, watches and WebSockets included (0: no limit)")
+	fs.BoolVar(&c.PassThrough.Enabled, "pass-through", c.PassThrough.Enabled, "send writes, subresources (logs, exec, port-forward, scale...) and self-reviews on to kube-apiserver with the caller's own token (with --authn=kubernetes only; otherwise they are refused)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -617,6 +652,9 @@ func Parse(fs *flag.FlagSet, args []string) (Config, error) {
 		}
 		if set["user-max-inflight"] {
 			c.Auth.UserMaxInflight = flagged.Auth.UserMaxInflight
+		}
+		if set["pass-through"] {
+			c.PassThrough.Enabled = flagged.PassThrough.Enabled
 		}
 	}
 	if set["allowed-hosts"] {

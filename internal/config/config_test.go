@@ -192,6 +192,43 @@ func TestAuthFlags(t *testing.T) {
 	}
 }
 
+// TestPassThrough: pass-through is on by default, turned off in the file
+// or by --pass-through=false, and the flag wins over the file.
+func TestPassThrough(t *testing.T) {
+	def := Default().PassThrough
+	if !def.Enabled || def.MaxBodyBytes != 3<<20 || time.Duration(def.Timeout) != 70*time.Second {
+		t.Fatalf("default %+v, want enabled, 3 MiB, 70s", def)
+	}
+	for _, tc := range []struct {
+		name, file string
+		args       []string
+		want       PassThrough
+	}{
+		{name: "default", want: def},
+		{name: "off in the file", file: "passThrough: {enabled: false}\n", want: PassThrough{MaxBodyBytes: def.MaxBodyBytes, Timeout: def.Timeout}},
+		{name: "off by flag", args: []string{"--pass-through=false"}, want: PassThrough{MaxBodyBytes: def.MaxBodyBytes, Timeout: def.Timeout}},
+		{name: "flag wins over file", args: []string{"--pass-through=true"}, file: "passThrough: {enabled: false, maxBodyBytes: 1024, timeout: 5s}\n",
+			want: PassThrough{Enabled: true, MaxBodyBytes: 1024, Timeout: Duration(5 * time.Second)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.file != "" {
+				args = append(args, "--config", writeFile(t, tc.file))
+			}
+			c, err := parse(t, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, c.PassThrough); diff != "" {
+				t.Fatalf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+	if _, err := parse(t, "--config", writeFile(t, "passThrough: {maxBodyBytes: -1}\n")); err == nil || !strings.Contains(err.Error(), "passThrough.maxBodyBytes") {
+		t.Fatalf("negative maxBodyBytes: %v, want an error naming it", err)
+	}
+}
+
 // TestHostsAndProxies: --allowed-hosts and --trusted-proxies are lists,
 // read from the file and overridden by the flags.
 func TestHostsAndProxies(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
@@ -96,6 +97,9 @@ type Gateway struct {
 	http    *httpapi.Server
 	certs   *servingcert.Pair // nil without TLS
 	version *version.Info
+	// passTransports carry pass-through requests (none when it is off);
+	// Start closes their idle connections once the server has stopped.
+	passTransports []http.RoundTripper
 }
 
 // New builds the gateway cfg describes. It reaches the apiserver once, to
@@ -210,6 +214,17 @@ func New(cfg config.Config, opts Options) (*Gateway, error) {
 		}
 		getCertificate = g.certs.GetCertificate
 	}
+	pass, passTransports, passOff, err := passThrough(cfg, kc)
+	if err != nil {
+		return nil, err
+	}
+	g.passTransports = passTransports
+	if pass != nil {
+		log.Info("pass-through: writes, subresources and self-reviews go to kube-apiserver with the caller's own token",
+			zap.String("apiserver", pass.Upstream.String()), zap.Int64("maxBodyBytes", pass.MaxBodyBytes), zap.Duration("timeout", pass.Timeout))
+	} else {
+		log.Info("pass-through off: writes and subresources are refused", zap.String("why", passOff))
+	}
 	oapi, err := openapi.New(openapi.Options{
 		Config:     kc,
 		Logger:     log.Named("openapi"),
@@ -235,6 +250,8 @@ func New(cfg config.Config, opts Options) (*Gateway, error) {
 		Authorizer:     authn.authorizer,
 		Login:          authn.login,
 		RateLimiter:    authn.limiter,
+		PassThrough:    pass,
+		PassThroughOff: passOff,
 		// Hosts are checked in every mode. A Host that is an address
 		// cannot be a rebinding page's; with credentials required, any
 		// address is accepted (probes and scrapes reach Pods by address).
@@ -267,7 +284,13 @@ func (g *Gateway) Start(ctx context.Context) error {
 	// window ends with them while its socket is still open.
 	tablesCtx, stopTables := context.WithCancel(context.Background())
 	eg.Go(func() error { return g.tables.Start(tablesCtx) })
-	eg.Go(func() error { return g.http.Start(ctx) })
+	eg.Go(func() error {
+		err := g.http.Start(ctx)
+		for _, t := range g.passTransports {
+			utilnet.CloseIdleConnectionsFor(t)
+		}
+		return err
+	})
 	eg.Go(func() error {
 		defer stopTables()
 		return g.ws.Start(ctx)

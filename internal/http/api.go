@@ -97,8 +97,13 @@ func badRequest(format string, args ...any) *metav1.Status {
 	return apistatus.New(http.StatusBadRequest, metav1.StatusReasonBadRequest, fmt.Sprintf(format, args...))
 }
 
-// serveAPI dispatches everything below /api and /apis.
+// serveAPI dispatches everything below /api and /apis: what the cache
+// does not serve to pass-through (passthrough.go), the rest to the cache.
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
+	if p, ok := passes(r); ok {
+		s.servePassThrough(w, r, p)
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		apistatus.Write(w, apistatus.New(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
@@ -121,6 +126,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	info, err := s.resolve(r.Context(), rq)
+	if errors.Is(err, informer.ErrNotWatchable) && s.serveRead(w, r) {
+		return
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -120,6 +120,10 @@ func etagMatches(header, etag string) bool {
 
 // discoveryCache holds the rendered forms of the last discovery document.
 type discoveryCache struct {
+	// passThrough, set once by New, serves the document as kube-apiserver
+	// serves it (passedDiscovery) rather than cut to the cache
+	// (servedDiscovery).
+	passThrough bool
 	// mu guards last.
 	mu   sync.Mutex
 	last *renderedDiscovery
@@ -131,7 +135,11 @@ func (c *discoveryCache) rendered(src *informer.Discovery) *renderedDiscovery {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.last == nil || c.last.src != src {
-		c.last = renderDiscovery(src)
+		cut := servedDiscovery
+		if c.passThrough {
+			cut = passedDiscovery
+		}
+		c.last = renderDiscovery(src, cut)
 	}
 	return c.last
 }
@@ -152,8 +160,8 @@ type aggregatedBody struct {
 	etag string
 }
 
-func renderDiscovery(src *informer.Discovery) *renderedDiscovery {
-	core, groups := servedDiscovery(src.Core), servedDiscovery(src.Groups)
+func renderDiscovery(src *informer.Discovery, cut func([]apidiscoveryv2.APIGroupDiscovery) []apidiscoveryv2.APIGroupDiscovery) *renderedDiscovery {
+	core, groups := cut(src.Core), cut(src.Groups)
 	d := &renderedDiscovery{
 		src:              src,
 		aggregatedCore:   renderAggregated(core),
@@ -211,7 +219,7 @@ func mustJSON(v any) []byte {
 // legacyResources is version v of a group in the legacy form, as
 // kube-apiserver lists it: a resource's kind has a group and version
 // only where they differ from the list's, and subresources follow their
-// resource, named "resource/subresource" (the gateway serves none; see
+// resource, named "resource/subresource" (only with pass-through: see
 // servedDiscovery).
 func legacyResources(gv schema.GroupVersion, v apidiscoveryv2.APIVersionDiscovery, tm metav1.TypeMeta) *metav1.APIResourceList {
 	l := &metav1.APIResourceList{TypeMeta: tm, GroupVersion: gv.String(), APIResources: []metav1.APIResource{}}
@@ -228,6 +236,7 @@ func legacyResources(gv schema.GroupVersion, v apidiscoveryv2.APIVersionDiscover
 			res.Group, res.Version, res.Kind = rk.Group, rk.Version, rk.Kind
 		}
 		l.APIResources = append(l.APIResources, res)
+		l.APIResources = append(l.APIResources, legacySubresources(r)...)
 	}
 	return l
 }

@@ -82,6 +82,14 @@ type Options struct {
 	// Login, when set, serves POST /login and POST /logout (the browser
 	// cookie). Default: none (404).
 	Login *auth.Login
+	// PassThrough, when set, sends what the cache does not serve to
+	// kube-apiserver with the caller's own token (see PassThrough).
+	// Default: none; such requests are refused, saying PassThroughOff.
+	PassThrough *PassThrough
+	// PassThroughOff says why requests are not passed through, in the
+	// Status that refuses them ("... and <PassThroughOff>"). Default:
+	// "nothing is passed through to kube-apiserver".
+	PassThroughOff string
 	// RateLimiter, when set, limits authenticated requests per user (429
 	// with Retry-After). Default: no limit.
 	RateLimiter *auth.RateLimiter
@@ -177,6 +185,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.wholeSortedWindow <= 0 {
 		o.wholeSortedWindow = wire.MaxLimit
 	}
+	if o.PassThroughOff == "" {
+		o.PassThroughOff = "nothing is passed through to kube-apiserver"
+	}
 	return o, nil
 }
 
@@ -191,6 +202,7 @@ type Server struct {
 	handler http.Handler
 	metrics *metrics
 	pager   *pager
+	pass    *passThrough // nil: pass-through is off
 	// discovery holds the discovery answers, rendered once per document.
 	discovery discoveryCache
 	// baseCtx is every request's parent; cancelled when shutdown begins
@@ -207,6 +219,12 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, log: opts.Logger, ln: opts.Listener}
+	if opts.PassThrough != nil {
+		if s.pass, err = newPassThrough(*opts.PassThrough, opts.Logger.Named("passthrough")); err != nil {
+			return nil, err
+		}
+		s.discovery.passThrough = true
+	}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	s.metrics = newMetrics(opts.Registry)
 	s.pager = newPager(opts.PageTTL, opts.MaxPageSnapshots, opts.Clock)
@@ -302,8 +320,14 @@ func (s *Server) clientAddress(next http.Handler) http.Handler {
 }
 
 // authenticate stores the caller in the request context or answers 401.
+// With pass-through, it keeps the caller's token too, read before the
+// authenticator removes a WebSocket subprotocol carrying it.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var cred credential
+		if s.pass != nil {
+			cred.token, cred.transport, _ = auth.ExtractToken(r)
+		}
 		u, err := s.opts.Authenticator.Authenticate(r)
 		var refused *auth.RefusedError
 		if errors.As(err, &refused) {
@@ -332,7 +356,11 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			apistatus.Write(w, st)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(auth.WithUser(r.Context(), u)))
+		ctx := auth.WithUser(r.Context(), u)
+		if cred.token != "" {
+			ctx = withCredential(ctx, cred)
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

@@ -3,11 +3,12 @@
 // filtered page of the resource's rows that follows the scroll position),
 // the event log's subscription (live changes only, as rows) and the
 // namespaces for the picker. Discovery, object detail and the status view
-// use the gateway's REST API, /readyz and /metrics. No build step: this
-// file is served as is.
+// use the gateway's REST API, /readyz and /metrics; the object view's
+// actions (delete, edit, scale, logs) are requests the gateway passes to
+// kube-apiserver. No build step: this file is served as is.
 import { KubegateClient, objectKey } from "./kubegate.js";
 import { WindowTable } from "./table.js";
-import { toYAML } from "./yaml.js";
+import { toEditableYAML, toYAML } from "./yaml.js";
 
 const $ = (id) => document.getElementById(id);
 const LOG_MAX = 200;
@@ -54,16 +55,25 @@ async function api(path, { text = false, textStatuses = [] } = {}) {
 // ---- discovery --------------------------------------------------------------
 
 // discover lists every watchable resource the gateway serves, CRDs included,
-// as {value (the name subscribe accepts), label, group, version, name, namespaced}.
+// as {value (the name subscribe accepts), label, group, version, name,
+// namespaced, verbs, subresources}. The verbs and subresources say which
+// actions the object view offers: with pass-through the gateway lists
+// kube-apiserver's (delete, update, scale, log...), without it only reads.
 async function discover() {
   const out = [];
   const add = (group, version, list) => {
+    const subs = new Map();
+    for (const r of list.resources || []) {
+      const [parent, sub] = r.name.split("/");
+      if (sub) subs.set(parent, [...(subs.get(parent) || []), sub]);
+    }
     for (const r of list.resources || []) {
       if (r.name.includes("/") || !(r.verbs || []).includes("watch")) continue;
       out.push({
         value: group ? `${r.name}.${version}.${group}` : r.name,
         label: group ? `${r.name}.${group}` : r.name,
         group, version, name: r.name, namespaced: r.namespaced,
+        verbs: r.verbs || [], subresources: subs.get(r.name) || [],
       });
     }
   };
@@ -362,37 +372,212 @@ function isNamespaced(value) {
   return r ? r.namespaced : true;
 }
 
-let shown = null;
+let shown = null; // the object in the view
+let shownPath = ""; // its REST path
+let shownInfo = null; // its resource, as the window's ack names it
 let format = "yaml";
 // showObject shows the object of a row ({name, namespace}), read with a
-// REST get from the path the window's ack names.
+// REST get from the path the window's ack names, and the actions its
+// resource allows.
 async function showObject(row) {
   const info = tableWin && tableWin.resource;
   if (!info) return;
   const base = info.group ? `/apis/${info.group}/${info.version}` : `/api/${info.version}`;
   const ns = row.namespace ? `/namespaces/${encodeURIComponent(row.namespace)}` : "";
-  const path = `${base}${ns}/${info.resource}/${encodeURIComponent(row.name)}`;
+  shownPath = `${base}${ns}/${info.resource}/${encodeURIComponent(row.name)}`;
+  shownInfo = info;
   $("object-title").textContent = `${info.kind} ${objectKey(row)}`;
+  setMode("view");
   $("object-body").textContent = "loading…";
   if (!$("object").open) $("object").showModal();
   try {
-    shown = await api(path);
+    shown = await api(shownPath);
   } catch (e) {
     shown = null;
     $("object-body").textContent = String(e.message || e);
+    showActions();
     return;
   }
   drawObject();
+  showActions();
 }
 function drawObject() {
   if (!shown) return;
   $("object-body").textContent = format === "yaml" ? toYAML(shown) : JSON.stringify(shown, null, 2);
-  $("fmt-yaml").setAttribute("aria-pressed", format === "yaml");
-  $("fmt-json").setAttribute("aria-pressed", format === "json");
+  $("fmt-yaml").setAttribute("aria-pressed", mode === "view" && format === "yaml");
+  $("fmt-json").setAttribute("aria-pressed", mode === "view" && format === "json");
 }
-$("fmt-yaml").onclick = () => { format = "yaml"; drawObject(); };
-$("fmt-json").onclick = () => { format = "json"; drawObject(); };
+$("fmt-yaml").onclick = () => { format = "yaml"; setMode("view"); drawObject(); };
+$("fmt-json").onclick = () => { format = "json"; setMode("view"); drawObject(); };
 $("object-close").onclick = () => $("object").close();
+$("object").addEventListener("close", () => setMode("view"));
+
+// ---- actions: kube-apiserver's, through the gateway's pass-through -------------
+
+// The object view's actions are requests the cache does not serve: the
+// gateway passes them to kube-apiserver with the caller's own token (or
+// login cookie), and kube-apiserver decides. Each shows its answer, or
+// kube-apiserver's error, in the view. They are offered as discovery
+// says the resource allows them; a gateway that passes nothing through
+// lists only reads, and offers none.
+
+// send makes a request with the token, asking for one on 401.
+async function send(path, { method = "GET", body, contentType, accept = "application/json", signal } = {}) {
+  for (;;) {
+    const headers = { Accept: accept };
+    if (token) headers.Authorization = "Bearer " + token;
+    if (contentType) headers["Content-Type"] = contentType;
+    const res = await fetch(path, { method, headers, body, credentials: "same-origin", signal });
+    if (res.status === 401) { await needLogin(); continue; }
+    return res;
+  }
+}
+
+// failure is an unsuccessful answer's message: its Status's, else its
+// text, else its status line.
+async function failure(res) {
+  const text = await res.text().catch(() => "");
+  try {
+    const st = JSON.parse(text);
+    if (st && st.message) return st.message;
+  } catch { /* not a Status */ }
+  return text.trim() || `${res.status} ${res.statusText}`;
+}
+
+function setStatus(text, kind = "") {
+  const el = $("object-status");
+  el.textContent = text;
+  el.className = kind;
+}
+
+let mode = "view"; // view, edit, logs, scale or delete
+let logAbort = null; // ends the log request in flight
+function setMode(m) {
+  mode = m;
+  if (logAbort) { logAbort.abort(); logAbort = null; }
+  $("object-body").hidden = m === "edit";
+  $("object-edit").hidden = m !== "edit";
+  $("edit-tools").hidden = m !== "edit";
+  $("log-tools").hidden = m !== "logs";
+  $("scale-form").hidden = m !== "scale";
+  $("delete-confirm").hidden = m !== "delete";
+  for (const [id, on] of [["act-edit", "edit"], ["act-logs", "logs"], ["act-scale", "scale"], ["act-delete", "delete"]]) {
+    $(id).setAttribute("aria-pressed", m === on);
+  }
+  $("fmt-yaml").setAttribute("aria-pressed", m === "view" && format === "yaml");
+  $("fmt-json").setAttribute("aria-pressed", m === "view" && format === "json");
+  setStatus("");
+}
+
+// showActions shows the actions discovery allows on the object's
+// resource (again once discovery has answered).
+function showActions() {
+  const r = shownInfo && resources.find((d) => d.group === (shownInfo.group || "") && d.name === shownInfo.resource);
+  const can = (verb) => !!(r && r.verbs.includes(verb));
+  const has = (sub) => !!(r && r.subresources.includes(sub));
+  $("act-delete").hidden = !can("delete");
+  $("act-edit").hidden = !can("update") || !shown;
+  $("act-scale").hidden = !has("scale") || !shown;
+  $("act-logs").hidden = !has("log") || !shown;
+}
+
+// Delete: asked once more, then DELETE; the row leaves the table when the
+// gateway's cache sees the object go.
+$("act-delete").onclick = () => {
+  setMode("delete");
+  $("delete-name").textContent = $("object-title").textContent;
+};
+$("delete-no").onclick = () => { setMode("view"); drawObject(); };
+$("delete-yes").onclick = async () => {
+  setStatus("deleting…");
+  const res = await send(shownPath, { method: "DELETE" });
+  if (!res.ok) { setStatus(await failure(res), "bad"); return; }
+  $("delete-confirm").hidden = true;
+  setStatus("deleted", "good");
+};
+
+// Edit: the object as YAML in a text box; Save sends it back with PUT as
+// application/yaml, which kube-apiserver reads itself. The resourceVersion
+// in it makes a change made meanwhile a conflict (409), shown as
+// kube-apiserver words it.
+$("act-edit").onclick = () => {
+  setMode("edit");
+  $("object-edit").value = toEditableYAML(shown) + "\n";
+  $("object-edit").focus();
+};
+$("edit-cancel").onclick = () => { setMode("view"); drawObject(); };
+$("edit-save").onclick = async () => {
+  setStatus("saving…");
+  const res = await send(shownPath, { method: "PUT", body: $("object-edit").value, contentType: "application/yaml" });
+  if (!res.ok) { setStatus(await failure(res), "bad"); return; }
+  shown = await res.json();
+  setMode("view");
+  drawObject();
+  setStatus(`saved (resourceVersion ${shown.metadata.resourceVersion})`, "good");
+};
+
+// Scale: the scale subresource, patched.
+$("act-scale").onclick = () => {
+  setMode("scale");
+  $("scale-replicas").value = (shown.spec && shown.spec.replicas) ?? 0;
+  $("scale-replicas").focus();
+};
+$("scale-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const replicas = Number($("scale-replicas").value);
+  setStatus("scaling…");
+  const res = await send(shownPath + "/scale", { method: "PATCH", body: JSON.stringify({ spec: { replicas } }), contentType: "application/merge-patch+json" });
+  if (!res.ok) { setStatus(await failure(res), "bad"); return; }
+  const scale = await res.json();
+  setStatus(`scaled to ${scale.spec.replicas}`, "good");
+});
+
+// Logs: a container's last 1000 lines, or followed as they come. Whatever
+// kube-apiserver answers is shown: the lines, or its error.
+const LOG_CHARS = 1 << 20;
+$("act-logs").onclick = () => {
+  setMode("logs");
+  const spec = shown.spec || {};
+  const names = [...(spec.containers || []), ...(spec.initContainers || [])].map((c) => c.name);
+  $("log-container").replaceChildren(...names.map((n) => new Option(n, n)));
+  readLogs();
+};
+$("log-container").onchange = () => readLogs();
+$("log-follow").onchange = () => readLogs();
+async function readLogs() {
+  if (logAbort) logAbort.abort();
+  const abort = new AbortController();
+  logAbort = abort;
+  const params = new URLSearchParams({ tailLines: "1000" });
+  if ($("log-container").value) params.set("container", $("log-container").value);
+  if ($("log-follow").checked) params.set("follow", "true");
+  const body = $("object-body");
+  body.textContent = "";
+  setStatus("reading…");
+  try {
+    const res = await send(`${shownPath}/log?${params}`, { accept: "text/plain, */*", signal: abort.signal });
+    if (!res.ok) {
+      const msg = await failure(res);
+      if (logAbort === abort) setStatus(msg, "bad");
+      return;
+    }
+    setStatus($("log-follow").checked ? "following" : "");
+    let text = "";
+    const reader = res.body ? res.body.getReader() : null; // none for 204
+    const dec = new TextDecoder();
+    while (reader) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text = (text + dec.decode(value, { stream: true })).slice(-LOG_CHARS);
+      body.textContent = text;
+      body.scrollTop = body.scrollHeight;
+    }
+    if (logAbort !== abort) return;
+    setStatus(text === "" ? "no log lines" : `${text.split("\n").length - 1} lines`, "good");
+  } catch (e) {
+    if (e.name !== "AbortError") setStatus(String(e.message || e), "bad");
+  }
+}
 
 // ---- status view --------------------------------------------------------------
 
@@ -502,6 +687,7 @@ function main() {
   discover().then((list) => {
     resources = list;
     fillResources($("resource").value);
+    if ($("object").open) showActions();
   }, (e) => { $("sub-error").textContent = "discovery failed: " + e.message; });
 
   $("query").addEventListener("submit", (e) => {
@@ -531,6 +717,7 @@ function main() {
 // handles f as if the gateway had sent it.
 window.kubegate = {
   stats, client, subs: client.subscriptions, table, frame: (f) => client.dispatch(f),
+  get resources() { return resources; },
   get window() { return tableWin; },
   get connection() { return $("conn").dataset.state; },
   disconnect() { client.close(1000, "offline"); },

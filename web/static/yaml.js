@@ -1,10 +1,23 @@
 // toYAML renders a JSON value as block-style YAML (enough for reading
 // Kubernetes objects; strings that YAML would misread are quoted).
 export function toYAML(v, indent = "") {
+  return render(v, indent, scalar, scalar);
+}
+
+// toEditableYAML renders v for editing: as toYAML, but every string value
+// is double-quoted (JSON's escapes are YAML's), and keys unless they are
+// plain names, so that kube-apiserver's YAML reader, which follows YAML
+// 1.1 (where 0x1F and 1_000 are numbers and on is true), reads back
+// exactly the strings it was given, whatever they look like.
+export function toEditableYAML(v) {
+  return render(v, "", strictScalar, strictKey);
+}
+
+function render(v, indent, value, key) {
   if (Array.isArray(v)) {
     if (v.length === 0) return "[]";
     return v.map((x) => {
-      const s = toYAML(x, indent + "  ");
+      const s = render(x, indent + "  ", value, key);
       return indent + "- " + (isBlock(x) ? s.trimStart() : s);
     }).join("\n");
   }
@@ -13,12 +26,20 @@ export function toYAML(v, indent = "") {
     if (keys.length === 0) return "{}";
     return keys.map((k) => {
       const x = v[k];
-      const key = indent + scalar(k) + ":";
-      if (isBlock(x)) return key + "\n" + toYAML(x, Array.isArray(x) ? indent : indent + "  ");
-      return key + " " + toYAML(x, indent + "  ");
+      const head = indent + key(k) + ":";
+      if (isBlock(x)) return head + "\n" + render(x, Array.isArray(x) ? indent : indent + "  ", value, key);
+      return head + " " + render(x, indent + "  ", value, key);
     }).join("\n");
   }
-  return scalar(v);
+  return value(v);
+}
+
+function strictScalar(v) {
+  return typeof v === "string" ? JSON.stringify(v) : scalar(v);
+}
+
+function strictKey(k) {
+  return /^[A-Za-z_][\w.\/-]*$/.test(k) && !/^(y|n|yes|no|true|false|on|off|null)$/i.test(k) ? k : JSON.stringify(k);
 }
 
 function isBlock(x) {
