@@ -76,10 +76,17 @@ type floorConns struct {
 	conns map[*websocket.Conn]struct{}
 }
 
-func (f *floorConns) add(c *websocket.Conn) {
+// join acknowledges c's subscription with ack and adds c to the list in
+// one step under the lock, so that every list taken after the subscriber
+// read its ack holds c, and no frame overtakes the ack.
+func (f *floorConns) join(ctx context.Context, c *websocket.Conn, ack []byte) error {
 	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := c.Write(ctx, websocket.MessageText, ack); err != nil {
+		return err
+	}
 	f.conns[c] = struct{}{}
-	f.mu.Unlock()
+	return nil
 }
 
 func (f *floorConns) remove(c *websocket.Conn) {
@@ -198,10 +205,9 @@ func serveFloorSocket(ctx context.Context, w http.ResponseWriter, r *http.Reques
 		_ = c.Close(websocket.StatusPolicyViolation, "the floor takes one subscribe frame with id "+strconv.Quote(wsSubID))
 		return
 	}
-	if err := c.Write(ctx, websocket.MessageText, []byte(`{"type":"ack","id":"`+wsSubID+`","request":"subscribe"}`)); err != nil {
+	if err := conns.join(ctx, c, []byte(`{"type":"ack","id":"`+wsSubID+`","request":"subscribe"}`)); err != nil {
 		return
 	}
-	conns.add(c)
 	defer conns.remove(c)
 	for {
 		if _, _, err := c.Read(ctx); err != nil {
