@@ -240,16 +240,31 @@ func (t *Table) Delete(namespace, name string, rv uint64) {
 // does: rows it no longer holds are deleted, the others upserted, so
 // windows receive the net effect.
 func (t *Table) Replace(rows []*Row, rv uint64) {
+	// The rows are prepared off the lock: what filters read, in key
+	// order, which a new table's B-tree takes fastest.
+	keep := make(map[string]*row, len(rows))
+	sorted := make([]*row, 0, len(rows))
+	for _, r := range rows {
+		nr := newRow(r)
+		if keep[nr.key] == nil {
+			sorted = append(sorted, nr)
+		}
+		keep[nr.key] = nr
+	}
+	slices.SortFunc(sorted, func(a, b *row) int { return strings.Compare(a.key, b.key) })
 	t.mu.Lock()
 	if t.err != nil {
 		t.mu.Unlock()
 		return
 	}
 	t.setVersionLocked(rv)
-	keep := make(map[string]*row, len(rows))
-	for _, r := range rows {
-		nr := newRow(r)
-		keep[nr.key] = nr
+	if t.rows.Len() == 0 && len(t.indexes) == 0 && len(t.builds) == 0 {
+		// A table's first content: nobody to tell of it.
+		for _, nr := range sorted {
+			t.rows.ReplaceOrInsert(keep[nr.key])
+		}
+		t.mu.Unlock()
+		return
 	}
 	var gone []*row
 	t.rows.Ascend(func(old *row) bool {
@@ -262,7 +277,8 @@ func (t *Table) Replace(rows []*Row, rv uint64) {
 		t.rows.Delete(old)
 		t.changeLocked(old, nil)
 	}
-	for _, nr := range keep {
+	for _, nr := range sorted {
+		nr = keep[nr.key]
 		old, _ := t.rows.Get(nr)
 		if old != nil && old.RV != 0 && old.RV == nr.RV {
 			continue

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/jsonpath"
@@ -39,8 +37,8 @@ var liveColumns = map[schema.GroupResource]map[string]liveCell{
 	{Resource: "pods"}:                           {"Restarts": podRestarts},
 	{Group: "batch", Resource: "jobs"}:           {"Duration": jobDuration},
 	{Group: "batch", Resource: "cronjobs"}:       {"Last Schedule": cronJobLastSchedule},
-	{Resource: "events"}:                         {"Last Seen": eventSeen(0), "First Seen": eventSeen(7)},
-	{Group: "events.k8s.io", Resource: "events"}: {"Last Seen": eventSeen(0), "First Seen": eventSeen(7)},
+	{Resource: "events"}:                         {"Last Seen": eventSeen(false), "First Seen": eventSeen(true)},
+	{Group: "events.k8s.io", Resource: "events"}: {"Last Seen": eventSeen(false), "First Seen": eventSeen(true)},
 }
 
 // created is the cell of an Age column: the time since the object was
@@ -57,15 +55,6 @@ func createdAt(o *informer.Object) Cell {
 	return c
 }
 
-// decoded decodes o's JSON into a T, or returns nil.
-func decoded[T any](o *informer.Object) *T {
-	t := new(T)
-	if json.Unmarshal(o.Raw, t) != nil {
-		return nil
-	}
-	return t
-}
-
 // podRestarts is a pod's Restarts cell: its count, and since the last
 // restart ("3 (5m ago)") when kube-apiserver printed one. Only then is
 // the pod decoded.
@@ -74,81 +63,62 @@ func podRestarts(o *informer.Object, printed Cell) Cell {
 	if unmarshal(printed.Raw, &s) != nil || !strings.Contains(s, " (") {
 		return printed
 	}
-	pod := decoded[corev1.Pod](o)
+	pod := slim[podRestartFields](o)
 	if pod == nil {
 		return printed
 	}
-	c, _ := podCells(pod)
-	if !c[3].relative {
-		return printed
+	if c := podRestartCell(pod); c.relative {
+		return c
 	}
-	return c[3]
+	return printed
 }
 
 // jobDuration is a job's Duration cell: since its start while it runs.
 func jobDuration(o *informer.Object, printed Cell) Cell {
-	j := decoded[batchv1.Job](o)
+	j := slim[jobDurationFields](o)
 	if j == nil {
 		return printed
 	}
-	c, _ := jobCells(j)
-	if !c[3].relative {
-		printed.Typed = c[3].Typed // a finished job's duration, in seconds
+	c := jobDurationCell(j)
+	if !c.relative {
+		printed.Typed = c.Typed // a finished job's duration, in seconds
 		return printed
 	}
-	return c[3]
+	return c
 }
 
 // cronJobLastSchedule is a cronjob's Last Schedule cell.
 func cronJobLastSchedule(o *informer.Object, printed Cell) Cell {
-	cj := decoded[batchv1.CronJob](o)
+	cj := slim[cronJobScheduleFields](o)
 	if cj == nil {
 		return printed
 	}
-	c, _ := cronJobCells(cj)
-	if !c[5].relative {
+	c := cronJobScheduleCell(cj)
+	if !c.relative {
 		printed.Typed = cell.Value{} // never scheduled: missing when sorted
 		return printed
 	}
-	return c[5]
+	return c
 }
 
-// eventSeen is an event's Last Seen (cell 0) or First Seen (cell 7)
-// cell, for core/v1 and events.k8s.io/v1 events alike.
-func eventSeen(i int) liveCell {
+// eventSeen is an event's Last Seen (first false) or First Seen (first
+// true) cell, for core/v1 and events.k8s.io/v1 events alike.
+func eventSeen(first bool) liveCell {
 	return func(o *informer.Object, printed Cell) Cell {
-		e := decodedEvent(o)
+		e := slim[eventSeenFields](o)
 		if e == nil {
 			return printed
 		}
-		c, _ := eventCells(e)
-		if !c[i].relative {
+		last, firstSeen := eventSeenCells(e)
+		c := last
+		if first {
+			c = firstSeen
+		}
+		if !c.relative {
 			return printed
 		}
-		return c[i]
+		return c
 	}
-}
-
-// decodedEvent decodes a core/v1 Event, or an events.k8s.io/v1 one into
-// the core/v1 fields kube-apiserver's printer reads (both are printed
-// from the same internal type).
-func decodedEvent(o *informer.Object) *corev1.Event {
-	var e struct {
-		corev1.Event
-		DeprecatedFirstTimestamp metav1.Time `json:"deprecatedFirstTimestamp"`
-		DeprecatedLastTimestamp  metav1.Time `json:"deprecatedLastTimestamp"`
-		DeprecatedCount          int32       `json:"deprecatedCount"`
-	}
-	if json.Unmarshal(o.Raw, &e) != nil {
-		return nil
-	}
-	if !e.DeprecatedFirstTimestamp.IsZero() {
-		e.FirstTimestamp = e.DeprecatedFirstTimestamp
-	}
-	if !e.DeprecatedLastTimestamp.IsZero() {
-		e.LastTimestamp = e.DeprecatedLastTimestamp
-	}
-	return &e.Event
 }
 
 // dateColumn is the cell of a CRD date column other than the creation

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -284,8 +283,28 @@ func (p *Printer) cells(o *informer.Object) []Cell {
 	return cells
 }
 
-// fraction is a count shown with its total ("1/2" ready containers).
-var fraction = regexp.MustCompile(`^([0-9]{1,18})/[0-9]{1,18}$`)
+// countOf reads a count shown with its total ("1/2" ready containers):
+// two numbers of at most 18 digits around a slash.
+func countOf(s string) (int64, bool) {
+	n, total, ok := strings.Cut(s, "/")
+	if !ok || !digits(n) || !digits(total) {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(n, 10, 64)
+	return v, err == nil
+}
+
+func digits(s string) bool {
+	if s == "" || len(s) > 18 {
+		return false
+	}
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
 
 // typed returns the typed value of the printed cell v of column i:
 // numbers as numbers (integers truncated in an integer column, as
@@ -295,18 +314,24 @@ var fraction = regexp.MustCompile(`^([0-9]{1,18})/[0-9]{1,18}$`)
 func (p *Printer) typed(i int, v jsontext.Value) cell.Value {
 	switch v.Kind() {
 	case '"':
-		var s string
-		if unmarshal(v, &s) != nil {
+		b, err := jsontext.AppendUnquote(nil, v)
+		if err != nil {
 			return cell.Value{}
 		}
-		if m := fraction.FindStringSubmatch(s); m != nil {
-			n, _ := strconv.ParseInt(m[1], 10, 64)
+		s := string(b)
+		if s == "" || !startsNumber(s[0]) {
+			return cell.String(s) // most cells: no number to look for
+		}
+		if n, ok := countOf(s); ok {
 			return cell.Count(n, s)
 		}
 		return cell.Parse(s)
 	case '0':
 		s := string(v)
 		if p.columns[i].Type == "integer" {
+			if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+				return cell.Count(n, s)
+			}
 			if f, err := strconv.ParseFloat(s, 64); err == nil {
 				return cell.Count(int64(f), s)
 			}
@@ -317,6 +342,10 @@ func (p *Printer) typed(i int, v jsontext.Value) cell.Value {
 	}
 	return cell.Value{}
 }
+
+// startsNumber reports whether a text starting with c may be a number or
+// a count ("3", "-1", "1/2").
+func startsNumber(c byte) bool { return c >= '0' && c <= '9' || c == '-' || c == '.' }
 
 // encode encodes o's row r for WebSocket row frames (Encoded).
 func (p *Printer) encode(o *informer.Object, r *Row) []byte {

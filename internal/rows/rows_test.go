@@ -290,3 +290,37 @@ func TestRowIsSmall(t *testing.T) {
 		t.Errorf("row of %d bytes for an object of %d", len(row), len(o.Raw))
 	}
 }
+
+// TestPodRestarts follows printPod's RESTARTS through init containers:
+// restartable ones (sidecars) count once the pod is initialized, all of
+// them while it initializes, and the last restart is the latest of those
+// counted.
+func TestPodRestarts(t *testing.T) {
+	at := func(d time.Duration) string { return goldenNow.Add(-d).UTC().Format(time.RFC3339) }
+	terminated := func(d time.Duration) string {
+		return `"lastState":{"terminated":{"exitCode":1,"finishedAt":"` + at(d) + `"}}`
+	}
+	for _, c := range []struct {
+		name, pod string
+		want      string
+	}{
+		{"sidecar and container, initialized", `{"spec":{"initContainers":[{"name":"i1"},{"name":"side","restartPolicy":"Always"}]},
+			"status":{"conditions":[{"type":"Initialized","status":"True"}],
+			"initContainerStatuses":[{"name":"i1","restartCount":5,"state":{"terminated":{"exitCode":0}},` + terminated(time.Minute) + `},
+			  {"name":"side","restartCount":2,"started":true,` + terminated(10*time.Minute) + `}],
+			"containerStatuses":[{"name":"c","restartCount":1,` + terminated(5*time.Minute) + `}]}}`,
+			`{"prefix":"3 (","since":"` + at(5*time.Minute) + `","suffix":" ago)"}`},
+		{"initializing", `{"spec":{"initContainers":[{"name":"i1"}]},
+			"status":{"conditions":[{"type":"Initialized","status":"False"}],
+			"initContainerStatuses":[{"name":"i1","restartCount":4,"state":{"waiting":{"reason":"CrashLoopBackOff"}},` + terminated(time.Minute) + `}],
+			"containerStatuses":[{"name":"c","restartCount":7,` + terminated(30*time.Second) + `}]}}`,
+			`{"prefix":"4 (","since":"` + at(time.Minute) + `","suffix":" ago)"}`},
+		{"restarts without a time", `{"status":{"containerStatuses":[{"name":"c","restartCount":2}]}}`, `"2"`},
+	} {
+		o := &informer.Object{Raw: []byte(c.pod)}
+		got := podRestartCell(slim[podRestartFields](o))
+		if b, _ := got.MarshalJSON(); string(b) != c.want {
+			t.Errorf("%s: %s, want %s", c.name, b, c.want)
+		}
+	}
+}
