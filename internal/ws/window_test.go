@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -20,6 +21,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"kubegate/internal/informer"
+	"kubegate/internal/livequery/wire"
 	"kubegate/internal/rows"
 	"kubegate/internal/testenv"
 )
@@ -38,7 +40,7 @@ type wireOp struct {
 // winCopy is a client's copy of a window, kept by applying WINDOW frames
 // as docs/protocol.md says.
 type winCopy struct {
-	t      *testing.T
+	t      testing.TB
 	id     string
 	rows   []wireRow
 	count  int
@@ -131,6 +133,17 @@ type cmKey struct {
 	ns, name string
 	data     int
 	created  time.Time
+	labels   map[string]string
+}
+
+// cmKeys returns what windows sort and filter cms by.
+func cmKeys(cms []corev1.ConfigMap) []cmKey {
+	keys := make([]cmKey, len(cms))
+	for i, cm := range cms {
+		keys[i] = cmKey{ns: cm.Namespace, name: cm.Name, data: len(cm.Data) + len(cm.BinaryData),
+			created: cm.CreationTimestamp.Time, labels: cm.Labels}
+	}
+	return keys
 }
 
 // windowSpec is one window of the randomized test and how the test
@@ -181,7 +194,17 @@ func (s *windowSpec) expected(all []cmKey) (names []string, count, offset int) {
 // copy equals "sort the apiserver's list, filter, slice", with its count
 // and offset: a numeric column descending, the name with a text filter,
 // the age column (youngest first), and a cursor window.
-func TestWindowsStayEqualToTheSortedList(t *testing.T) {
+func TestWindowsStayEqualToTheSortedList(t *testing.T) { windowsVsSortedList(t, 0) }
+
+// TestWindowsStayEqualWhileViewsChurn is the same workload and the same
+// checks while other clients open new views on the table all along (see
+// churn): view builds, their catch-up and their swap-in race with the
+// workload's changes and with their clients leaving.
+func TestWindowsStayEqualWhileViewsChurn(t *testing.T) { windowsVsSortedList(t, 4) }
+
+// windowsVsSortedList runs the randomized workload and its checks, with
+// churners clients opening new views meanwhile (0: none).
+func windowsVsSortedList(t *testing.T, churners int) {
 	env := testenv.Get(t)
 	ns := env.Namespace(t)
 	ctx := context.Background()
@@ -211,12 +234,8 @@ func TestWindowsStayEqualToTheSortedList(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		keys := make([]cmKey, len(l.Items))
-		for i, cm := range l.Items {
-			keys[i] = cmKey{ns: cm.Namespace, name: cm.Name, data: len(cm.Data) + len(cm.BinaryData), created: cm.CreationTimestamp.Time}
-		}
 		rv, _ := strconv.ParseUint(l.ResourceVersion, 10, 64)
-		return keys, rv
+		return cmKeys(l.Items), rv
 	}
 
 	all := func(cmKey) bool { return true }
@@ -230,7 +249,14 @@ func TestWindowsStayEqualToTheSortedList(t *testing.T) {
 		{id: "from-cursor", sub: map[string]any{"sort": "metadata.name", "order": "desc", "limit": 5},
 			cmp: func(a, b cmKey) int { return cmp.Compare(b.name, a.name) }, match: all, limit: 5},
 	}
-	ts := startServer(t, startManager(t, env.Config, nil), nil)
+	m := startManager(t, env.Config, nil)
+	// The tables' view builds pass a gate that churn arms (see
+	// buildGate); until then, and without churners, it lets them by.
+	gate := newBuildGate()
+	tables := wire.NewTables(m, zaptest.NewLogger(t).Named("livequery"), wire.ViewLimits{BuildHook: gate.hold})
+	t.Cleanup(tables.Run())
+	t.Cleanup(gate.disarm) // before the tables stop: they wait for their builds
+	ts := startServer(t, m, func(o *Options) { o.Tables = tables })
 	c := dial(t, ts)
 	copies := map[string]*winCopy{}
 	for _, s := range specs {
@@ -317,6 +343,10 @@ func TestWindowsStayEqualToTheSortedList(t *testing.T) {
 		}
 	}
 	check(0, "start")
+	var ch *churn
+	if churners > 0 {
+		ch = startChurn(t, ts, m, ns, gate, churners)
+	}
 	for step := 1; step <= 120; step++ {
 		l, _ := cms.List(ctx, metav1.ListOptions{LabelSelector: "lq=1"})
 		var what string
@@ -348,6 +378,10 @@ func TestWindowsStayEqualToTheSortedList(t *testing.T) {
 			}
 		}
 		check(step, what)
+		gate.stepped()
+	}
+	if ch != nil {
+		ch.stopAndReport()
 	}
 
 	// Reopened at its cursor on another socket, a window starts where
