@@ -121,6 +121,13 @@ type ListenerOptions struct {
 	// released, possibly from several goroutines at once; it must not
 	// block.
 	OnWake func()
+	// WakeOnProgress also wakes the consumer when the resource's version
+	// moves on with nothing for the listener (a bookmark, a relist that
+	// changed nothing, changes the filter drops), so that a consumer that
+	// reports its version (Progress) follows a quiet resource instead of
+	// staying at its last change. Default false: woken by notifications
+	// only.
+	WakeOnProgress bool
 }
 
 const (
@@ -174,18 +181,20 @@ type hub interface {
 // OnWake); the consumer calls Pop. Lock order: the processor's lock before
 // Listener.mu.
 type Listener struct {
-	hub     hub
-	filter  Filter
-	key     indexKey // where the processor's index files it
-	policy  OverflowPolicy
-	resync  time.Duration
-	budget  *ResyncBudget
-	maxEv   int
-	maxB    int64
-	wake    chan<- struct{}
-	onWake  func()
-	metrics *resourceMetrics
-	clock   clock.PassiveClock
+	hub    hub
+	filter Filter
+	key    indexKey // where the processor's index files it
+	policy OverflowPolicy
+	resync time.Duration
+	budget *ResyncBudget
+	maxEv  int
+	maxB   int64
+	wake   chan<- struct{}
+	onWake func()
+	// wakeOnProgress: see ListenerOptions.WakeOnProgress.
+	wakeOnProgress bool
+	metrics        *resourceMetrics
+	clock          clock.PassiveClock
 
 	// Guarded by the processor's lock: removed is set once the processor
 	// has dropped the listener.

@@ -63,6 +63,9 @@ type processor struct {
 	// wakes collects the listeners to signal once mu is released. Owned
 	// by process (one delta at a time).
 	wakes []*Listener
+	// progressWakes are the listeners woken whenever lastRV moves on
+	// (ListenerOptions.WakeOnProgress).
+	progressWakes map[*Listener]struct{}
 
 	// resyncMu guards the resync schedule (lock order: mu, resyncMu,
 	// Listener.mu): a min-heap on each resyncing listener's next resync,
@@ -117,10 +120,16 @@ func (p *processor) process(obj any, _ bool) error {
 	}
 	var err error
 	p.mu.Lock()
+	before := p.lastRV
 	for _, d := range deltas {
 		if err = p.applyLocked(d); err != nil {
 			p.log.Error("cannot process", zap.String("delta", string(d.Type)), zap.Error(err))
 			break
+		}
+	}
+	if p.lastRV > before {
+		for l := range p.progressWakes {
+			p.wakes = append(p.wakes, l) // a second signal of one listener is a no-op
 		}
 	}
 	p.published.Store(p.lastRV)
@@ -401,18 +410,19 @@ func (p *processor) eachMatchingLocked(f *Filter, fn func(*Object)) {
 // it resumes. Caller has validated opts.
 func (p *processor) addListener(opts ListenerOptions) (*Listener, error) {
 	l := &Listener{
-		hub:     p,
-		filter:  opts.Filter,
-		key:     indexKeyOf(&opts.Filter),
-		policy:  opts.Overflow,
-		maxEv:   opts.MaxEvents,
-		maxB:    opts.MaxBytes,
-		wake:    opts.Wake,
-		onWake:  opts.OnWake,
-		budget:  opts.ResyncBudget,
-		metrics: p.metrics,
-		clock:   p.clock,
-		ring:    newRing(),
+		hub:            p,
+		filter:         opts.Filter,
+		key:            indexKeyOf(&opts.Filter),
+		policy:         opts.Overflow,
+		maxEv:          opts.MaxEvents,
+		maxB:           opts.MaxBytes,
+		wake:           opts.Wake,
+		onWake:         opts.OnWake,
+		wakeOnProgress: opts.WakeOnProgress,
+		budget:         opts.ResyncBudget,
+		metrics:        p.metrics,
+		clock:          p.clock,
+		ring:           newRing(),
 	}
 	if l.maxEv <= 0 {
 		l.maxEv = defaultMaxEvents
@@ -468,6 +478,12 @@ func (p *processor) attach(l *Listener, resumeRV uint64, snapshot bool) (pending
 		l.needSnapshot, pending = true, true
 	}
 	p.listeners.add(l)
+	if l.wakeOnProgress {
+		if p.progressWakes == nil {
+			p.progressWakes = map[*Listener]struct{}{}
+		}
+		p.progressWakes[l] = struct{}{}
+	}
 	if l.resync > 0 {
 		p.resyncMu.Lock()
 		e := &resyncEntry{l: l, next: now.Add(l.resync)}
@@ -492,6 +508,7 @@ func (p *processor) removeLocked(l *Listener) {
 	}
 	l.removed = true
 	p.listeners.remove(l)
+	delete(p.progressWakes, l)
 	p.resyncMu.Lock()
 	if e := p.scheduled[l]; e != nil {
 		heap.Remove(&p.resyncs, e.index)

@@ -166,6 +166,52 @@ func TestOnWakeIsCalledInsteadOfWake(t *testing.T) {
 	}
 }
 
+// TestWakeOnProgress: a listener that asks for it is woken when the
+// resource moves on with nothing for it (a bookmark, a relist that
+// changed nothing, a change its filter drops), and its Progress then
+// follows; others are woken by their notifications only.
+func TestWakeOnProgress(t *testing.T) {
+	p, _ := syncedProc(t, obj("a", "p1", 10))
+	follows, fw := mustListener(t, p, ListenerOptions{WakeOnProgress: true, Filter: Filter{Namespace: "a"}})
+	plain, pw := mustListener(t, p, ListenerOptions{Filter: Filter{Namespace: "a"}})
+	woken := func(w chan struct{}) bool {
+		select {
+		case <-w:
+			return true
+		default:
+			return false
+		}
+	}
+	for _, step := range []struct {
+		what string
+		do   func()
+		rv   uint64
+	}{
+		{"a bookmark", func() { bookmark(t, p, 20) }, 20},
+		{"a relist that changed nothing", func() { relist(t, p, 25, obj("a", "p1", 10)) }, 25},
+		{"a change the filter drops", func() { add(t, p, obj("b", "p2", 30)) }, 30},
+	} {
+		step.do()
+		if !woken(fw) {
+			t.Fatalf("after %s: the listener following progress was not woken", step.what)
+		}
+		if got := follows.Pop(nil); len(got) != 0 || follows.Progress() != step.rv {
+			t.Fatalf("after %s: popped %v, progress %d; want nothing at %d", step.what, seen(got), follows.Progress(), step.rv)
+		}
+		if woken(pw) {
+			t.Fatalf("after %s: a listener with nothing to pop was woken", step.what)
+		}
+	}
+	// A bookmark that does not move the version wakes nobody.
+	bookmark(t, p, 30)
+	if woken(fw) {
+		t.Fatal("a bookmark at the version reached woke the listener")
+	}
+	if got := plain.Pop(nil); len(got) != 0 || plain.Progress() != 30 {
+		t.Fatalf("the other listener: popped %v, progress %d", seen(got), plain.Progress())
+	}
+}
+
 func TestUnchangedUpdateIsNotDistributed(t *testing.T) {
 	p, _ := syncedProc(t, obj("a", "p1", 10))
 	l, _ := mustListener(t, p, ListenerOptions{})

@@ -12,12 +12,12 @@
 //	    ENDED (resource no longer served)  ─▶ Table.End
 //	                                            └─▶ livequery.Windows
 //
-// The feeder drains its listener when woken, which a change does and a
-// bookmark alone does not: a table's version moves with its resource's
-// changes, and to a bookmark's version only at the next change. A
-// window's rv may therefore stay behind the apiserver's latest
-// resourceVersion (other resources' writes take versions too) for as
-// long as its resource does not change.
+// The feeder drains its listener when woken, which a change does, and
+// so does a bookmark (informer.ListenerOptions.WakeOnProgress): after
+// each drain the table's version is the listener's Progress, so a quiet
+// resource's table reaches the version its cache has, and a sorted list
+// asked for a resourceVersion that a plain list just returned is served
+// instead of timing out (504) until the resource's next change.
 //
 // Rows are built once per change by a RowFunc (MetadataRow by default),
 // chosen per resource with the Table's options by Options.Schema, which

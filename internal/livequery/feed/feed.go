@@ -394,6 +394,11 @@ func (f *feeder) listen(n int) error {
 		MaxEvents:         f.maxEvents,
 		MaxBytes:          math.MaxInt64,
 		Wake:              f.wake,
+		// A bookmark moves the table's version too (drain's
+		// SetVersion): a quiet resource's sorted lists and windows
+		// report the version the cache has reached, as its other lists
+		// do, not their last change's.
+		WakeOnProgress: true,
 	})
 	if err != nil {
 		return fmt.Errorf("live table of %s: %w", f.res.Info.GVR.GroupResource(), err)
