@@ -115,13 +115,19 @@ func (g *passGateway) both(t *testing.T, user, stdin string, args ...string) ran
 // bothEnv is both with more environment variables.
 func (g *passGateway) bothEnv(t *testing.T, env []string, user, stdin string, args ...string) ran {
 	t.Helper()
-	viaGW := g.kubectlEnv(t, env, "gw-"+user, stdin, args...)
-	direct := g.kubectlEnv(t, env, "api-"+user, stdin, args...)
+	viaGW, direct := g.pair(t, env, user, stdin, args...)
 	if viaGW != direct {
 		t.Errorf("kubectl %s as %s:\nthrough the gateway: exit %d\n%s%s\nfrom kube-apiserver: exit %d\n%s%s",
 			strings.Join(args, " "), user, viaGW.code, viaGW.stdout, viaGW.stderr, direct.code, direct.stdout, direct.stderr)
 	}
 	return viaGW
+}
+
+// pair runs the command as user through the gateway, then straight to
+// kube-apiserver, and returns both runs.
+func (g *passGateway) pair(t *testing.T, env []string, user, stdin string, args ...string) (viaGW, direct ran) {
+	t.Helper()
+	return g.kubectlEnv(t, env, "gw-"+user, stdin, args...), g.kubectlEnv(t, env, "api-"+user, stdin, args...)
 }
 
 // grantEdit gives user, in ns, what the edit ClusterRole gives on the
@@ -130,35 +136,56 @@ func (g *passGateway) bothEnv(t *testing.T, env []string, user, stdin string, ar
 // until kube-apiserver's authorizer sees it.
 func grantEdit(t *testing.T, ns, user string) {
 	t.Helper()
+	all := []string{"*"}
+	grant(t, ns, user, user+"-edit", []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps", "pods", "pods/log", "pods/exec", "pods/attach", "pods/portforward"}, Verbs: all},
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments", "deployments/scale"}, Verbs: all},
+	}, authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Resource: "configmaps"})
+}
+
+// grant binds user to a role named name with rules: a Role in ns, or,
+// with ns "", a ClusterRole, deleted when the test ends. It waits until
+// kube-apiserver's authorizer lets user do what allowed says.
+func grant(t *testing.T, ns, user, name string, rules []rbacv1.PolicyRule, allowed authorizationv1.ResourceAttributes) {
+	t.Helper()
 	env := testenv.Get(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	all := []string{"*"}
-	_, err := env.Client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: user + "-edit"},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"configmaps", "pods", "pods/log", "pods/exec", "pods/attach", "pods/portforward"}, Verbs: all},
-			{APIGroups: []string{"apps"}, Resources: []string{"deployments", "deployments/scale"}, Verbs: all},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
+	subjects := []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}}
+	var err error
+	if ns != "" {
+		_, err = env.Client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{})
+		if err == nil {
+			_, err = env.Client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: name}, Subjects: subjects,
+				RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
+			}, metav1.CreateOptions{})
+		}
+	} else {
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = env.Client.RbacV1().ClusterRoleBindings().Delete(ctx, name, metav1.DeleteOptions{})
+			_ = env.Client.RbacV1().ClusterRoles().Delete(ctx, name, metav1.DeleteOptions{})
+		})
+		_, err = env.Client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{})
+		if err == nil {
+			_, err = env.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: name}, Subjects: subjects,
+				RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
+			}, metav1.CreateOptions{})
+		}
 	}
-	_, err = env.Client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: user + "-edit"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: user + "-edit"},
-		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}},
-	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		sar, err := env.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Resource: "configmaps"},
+			User: user, ResourceAttributes: &allowed,
 		}}, metav1.CreateOptions{})
 		return err == nil && sar.Status.Allowed, err
 	})
 	if err != nil {
-		t.Fatalf("%s not allowed to create configmaps in %s after the binding: %v", user, ns, err)
+		t.Fatalf("%s not allowed to %s %s in %q after the binding: %v", user, allowed.Verb, allowed.Resource, allowed.Namespace, err)
 	}
 }

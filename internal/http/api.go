@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 
 	"kubegate/internal/apistatus"
 	"kubegate/internal/auth"
@@ -171,6 +172,13 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	// kube-apiserver warns on every request for a deprecated API; the
+	// gateway repeats what it warned on the gateway's own list.
+	for _, text := range res.Warnings() {
+		if h, err := utilnet.NewWarningHeader(299, "-", text); err == nil {
+			w.Header().Add("Warning", h)
+		}
 	}
 	switch {
 	case watch:

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -151,7 +152,47 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, rq apiRequest
 			next = s.pager.token(snapID, offset+p.limit)
 		}
 	}
+	if p.table != nil {
+		page = printerOrder(res, page)
+	}
 	s.writeListAnswer(w, r, res, p, nil, page, rv, next, remaining)
+}
+
+// printerOrder puts a Table page's rows in the order kube-apiserver's
+// printer gives them. Its FlowSchema list printer sorts a list (one page)
+// by matching precedence, then name (apihelpers.FlowSchemaSequence), so
+// that `kubectl get flowschemas` shows them in the order they match;
+// every other printer keeps the list's order. It sorts a copy: page is
+// the cache's.
+func printerOrder(res *informer.Resource, page []*informer.Object) []*informer.Object {
+	if gvr := res.Info.GVR; gvr.Group != "flowcontrol.apiserver.k8s.io" || gvr.Resource != "flowschemas" || len(page) < 2 {
+		return page
+	}
+	type ranked struct {
+		o          *informer.Object
+		precedence int64
+	}
+	rs := make([]ranked, len(page))
+	for i, o := range page {
+		var fs struct {
+			Spec struct {
+				MatchingPrecedence int64 `json:"matchingPrecedence"`
+			} `json:"spec"`
+		}
+		_ = json.Unmarshal(o.Raw, &fs) // the apiserver's own JSON; a field missing sorts first, as a zero would there
+		rs[i] = ranked{o, fs.Spec.MatchingPrecedence}
+	}
+	slices.SortFunc(rs, func(a, b ranked) int {
+		if a.precedence != b.precedence {
+			return cmp.Compare(a.precedence, b.precedence)
+		}
+		return strings.Compare(a.o.Name, b.o.Name)
+	})
+	out := make([]*informer.Object, len(rs))
+	for i, r := range rs {
+		out[i] = r.o
+	}
+	return out
 }
 
 // writeListAnswer writes a list page in the form p asks for: the

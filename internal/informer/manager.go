@@ -363,6 +363,7 @@ func (m *Manager) startResource(ctx context.Context, r *Resource) error {
 	q.listColumns = lw.listedColumns
 	ctrl := newController(lw, q, r.proc, m.watchErrorHandler(r))
 	r.synced = ctrl.HasSyncedChecker()
+	r.warnings = lw.listedWarnings
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -660,6 +661,21 @@ type Resource struct {
 	// *ResourceGoneError); it never changes after.
 	gone       error
 	errChanged chan struct{} // closed and replaced when lastErr or gone is set
+
+	// warnings returns the Warning headers' texts of the last list.
+	warnings func() []string
+}
+
+// Warnings are the texts of the Warning headers kube-apiserver sent with
+// the last list of the resource: a deprecated API's ("v1 Endpoints is
+// deprecated in v1.33+; …"), which kube-apiserver sends with every
+// request for the resource. The REST layer repeats them on its answers.
+// The caller must not modify the slice.
+func (r *Resource) Warnings() []string {
+	if r.warnings == nil {
+		return nil
+	}
+	return r.warnings()
 }
 
 // setGone records that the resource is gone, waking WaitForSync.

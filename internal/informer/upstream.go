@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -94,6 +95,11 @@ type listWatch struct {
 	// again when its Table has others; the queue hands them to the
 	// processor with the list (see boundedFIFO.Replace).
 	columns atomic.Pointer[Columns]
+	// warnings are the Warning headers' texts kube-apiserver sent with
+	// the last list (a deprecated API's, for example); listWarned
+	// collects them while a list runs.
+	warnings   atomic.Pointer[[]string]
+	listWarned warningTexts
 
 	// For a custom resource, readCRD reads CRDs: the resource's
 	// selectableFields are read again from its CRD before each list and
@@ -139,7 +145,12 @@ func (lw *listWatch) ListWithContext(ctx context.Context, opts metav1.ListOption
 	if opts.Continue == "" { // not a plain list's next page
 		fields = lw.refreshFields(ctx)
 	}
+	lw.listWarned = nil
 	l, err := lw.list(ctx, opts)
+	if err == nil {
+		texts := []string(slices.Clone(lw.listWarned))
+		lw.warnings.Store(&texts)
+	}
 	if err == nil && fields != nil {
 		lw.fields.p.Store(fields)
 		lw.log.Info("the CustomResourceDefinition's selectableFields changed; the objects were listed again with them",
@@ -156,12 +167,30 @@ func (lw *listWatch) list(ctx context.Context, opts metav1.ListOptions) (runtime
 		}
 	}
 	lw.columns.Store(nil)
-	body, err := lw.request(&opts).Stream(ctx)
+	body, err := lw.request(&opts).WarningHandler(&lw.listWarned).Stream(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer body.Close()
 	return lw.dec.decodeList(body)
+}
+
+// listedWarnings returns the Warning headers' texts of the last list.
+func (lw *listWatch) listedWarnings() []string {
+	if p := lw.warnings.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// warningTexts collects the texts of the Warning headers of one list's
+// requests, each once (every page of a deprecated API carries the same).
+type warningTexts []string
+
+func (w *warningTexts) HandleWarningHeader(code int, _ string, text string) {
+	if code == 299 && text != "" && !slices.Contains(*w, text) {
+		*w = append(*w, text)
+	}
 }
 
 // refreshFields, before a list of a custom resource, reads its CRD's
@@ -250,7 +279,7 @@ func (lw *listWatch) listTablePages(ctx context.Context) (*objectList, *Columns,
 	for page := 0; ; page++ {
 		req := lw.client.Get().AbsPath(lw.path).SetHeader("Accept", tableAccept).
 			Param("includeObject", string(metav1.IncludeObject)).
-			Param("limit", strconv.Itoa(lw.pageSize))
+			Param("limit", strconv.Itoa(lw.pageSize)).WarningHandler(&lw.listWarned)
 		if cont != "" {
 			req.Param("continue", cont)
 		}
