@@ -344,7 +344,7 @@ func TestKubectlConformance(t *testing.T) {
 			for j, args := range [][]string{w.do, w.undo} {
 				runs[i][j] = normalisedRun(g.kubectl(t, kctx+kcUser, "", args...))
 				var viaGW, direct ran
-				eventually(t, fmt.Sprintf("kubectl %s read back alike after %s", strings.Join(w.readBack, " "), strings.Join(args, " ")), func() bool {
+				testenv.EventuallyShowing(t, fmt.Sprintf("kubectl %s read back alike after %s", strings.Join(w.readBack, " "), strings.Join(args, " ")), func() bool {
 					viaGW, direct = g.pair(t, nil, kcUser, "", w.readBack...)
 					return normalisedRun(viaGW) == normalisedRun(direct)
 				}, func() string {

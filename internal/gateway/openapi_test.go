@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	"kubegate/internal/gateway"
@@ -225,7 +224,7 @@ func TestOpenAPIIsTheAPIServers(t *testing.T) {
 		// once the apiserver has published them and the gateway
 		// revalidated its copy.
 		var want, got answer
-		eventually(t, tc.path+" "+tc.accept+" as the apiserver's", func() bool {
+		testenv.EventuallyShowing(t, tc.path+" "+tc.accept+" as the apiserver's", func() bool {
 			want, got = fetch(hc, env.Config.Host+tc.path, tc.accept, ""), fetch(http.DefaultClient, g.URL()+tc.path, tc.accept, "")
 			return want.code == 200 && got.code == 200 && bytes.Equal(got.body, want.body) && got.etag == want.etag &&
 				got.contentType == want.contentType && got.cacheCtrl == want.cacheCtrl
@@ -292,19 +291,5 @@ func TestOpenAPIForEveryAuthenticatedUser(t *testing.T) {
 		if r := do(t, "GET", g.URL()+path); r.code != http.StatusUnauthorized {
 			t.Fatalf("%s without a token: %d %s", path, r.code, r.body)
 		}
-	}
-}
-
-// eventually is testenv.Eventually that says, when it fails, what it saw
-// last.
-func eventually(t *testing.T, what string, cond func() bool, last func() string) {
-	t.Helper()
-	ok := false
-	_ = wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, testenv.WaitLimit, true, func(context.Context) (bool, error) {
-		ok = cond()
-		return ok, nil
-	})
-	if !ok {
-		t.Fatalf("%s: not within %s; last: %s", what, testenv.WaitLimit, last())
 	}
 }

@@ -32,6 +32,17 @@ func EventuallyWithin(t testing.TB, limit time.Duration, what string, cond func(
 	}
 }
 
+// EventuallyShowing is Eventually that says, when it fails, what last
+// returns: what the test saw last.
+func EventuallyShowing(t testing.TB, what string, cond func() bool, last func() string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, WaitLimit, true,
+		func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		t.Fatalf("%s: not within %s; last: %s", what, WaitLimit, last())
+	}
+}
+
 // Metric sums the samples of the counters and gauges named name that g
 // gathers, over those whose labels include every name=value pair of
 // labels (given as name, value, name, value...).
