@@ -10,8 +10,9 @@ import (
 
 // A view is built without the table's lock, as kube-apiserver's cacher
 // lists from a clone of its btree: under the lock, the Open that needs
-// it registers a build and clones the rows (O(1)); a goroutine of its
-// own then filters the clone, computes sort values and sorts (O(n +
+// it registers a build and starts its goroutine, which, once it has a
+// slot (see below), clones the rows under the lock (O(1)), then filters
+// the clone, computes sort values and sorts (O(n +
 // m log m)) while changes, pops, moves and other Opens go on; the
 // changes made meanwhile queue on the build, and the goroutine applies
 // them, off the lock as long as many are queued and under it for the
@@ -19,6 +20,12 @@ import (
 // windows. So the lock is never held for more than one change, or a
 // handful, whatever the table's size. A build nobody waits for any more
 // (every waiter's context ended) stops at its next check.
+//
+// Builds scan in slots (BuildSlots, shared by a gateway's tables), at
+// most max(1, GOMAXPROCS/2) at once by default, given fairly between
+// owners: the goroutine waits for its slot before it takes its snapshot,
+// so a queued build holds no snapshot and queues no changes, and one
+// nobody waits for any more leaves the queue without scanning.
 
 // buildCheck is how many rows a build scans between two checks that
 // someone still waits for it.
@@ -34,11 +41,19 @@ const catchUpLocked = 64
 type rowChange struct{ old, new *row }
 
 // build is a view being built. Its fields but stop are guarded by the
-// table's lock.
+// table's lock; slot is written only by the build's goroutine.
 type build struct {
-	key     viewKey
-	x       *index // its index: t.indexes[spec], or one not yet there
-	m       *matcher
+	key viewKey
+	x   *index // its index: t.indexes[spec], or one not yet there
+	m   *matcher
+	// owner is the Query.Owner of the Open that started the build: the
+	// build waits for a slot in its queue (see BuildSlots).
+	owner string
+	slot  *slot
+	// snapped is set once the build has its snapshot: the table's
+	// changes queue on pending from then on, not while it waits for a
+	// slot.
+	snapped bool
 	snap    *btree.BTreeG[*row]
 	pending []rowChange
 	waiters []*waiter
@@ -59,14 +74,19 @@ type waiter struct {
 	err error
 }
 
-// cancelLocked stops b: its waiters get the table's error. Caller must
-// hold t.mu.
-func (b *build) cancelLocked() { b.stop.Store(true) }
+// stopLocked stops b, and takes it out of its queue if it waits for a
+// slot. Caller must hold t.mu.
+func (t *Table) stopLocked(b *build) {
+	b.stop.Store(true)
+	t.slots.drop(b.slot)
+}
 
 // startBuildLocked registers the build of the view of q.Sort through
-// q.Filter over x and starts its goroutine. Caller must hold t.mu.
-func (t *Table) startBuildLocked(key viewKey, x *index, f Filter) *build {
-	b := &build{key: key, x: x, m: newMatcher(f), snap: t.rows.Clone(), owners: map[string]int{}, done: make(chan struct{})}
+// q.Filter over x, queues it for a slot and starts its goroutine.
+// Caller must hold t.mu.
+func (t *Table) startBuildLocked(key viewKey, x *index, q Query) *build {
+	b := &build{key: key, x: x, m: newMatcher(q.Filter), owner: q.Owner, owners: map[string]int{}, done: make(chan struct{})}
+	b.slot = t.slots.enqueue(b.owner)
 	t.builds[key] = b
 	t.wg.Add(1)
 	go func() {
@@ -105,7 +125,7 @@ func (t *Table) leaveLocked(b *build, wt *waiter) {
 		}
 	}
 	if len(b.waiters) == 0 {
-		b.stop.Store(true)
+		t.stopLocked(b)
 	}
 }
 
@@ -128,32 +148,16 @@ func (t *Table) await(ctx context.Context, b *build, wt *waiter) (*Window, error
 	return wt.w, wt.err
 }
 
-// runBuild builds b's view from its snapshot, catches up with the
-// changes made meanwhile, and installs it; or ends it, when nobody waits
-// for it any more or the table has ended.
+// runBuild waits for a slot, builds b's view from a snapshot of the
+// rows taken then, catches up with the changes made meanwhile, and
+// installs it; or ends it, when nobody waits for it any more or the
+// table has ended.
 func (t *Table) runBuild(b *build) {
 	for {
-		v, ok := b.scan()
-		b.snap = nil
-		if ok && t.buildHook != nil {
-			t.buildHook()
-		}
-		for ok {
-			t.mu.Lock()
-			if b.stop.Load() {
-				t.mu.Unlock()
-				break
-			}
-			pending := b.pending
-			b.pending = nil
-			if len(pending) <= t.catchUp {
-				b.apply(v, pending)
-				t.installLocked(b, v)
-				t.unlockAndWake()
+		if b.slot.wait() {
+			if v, ok := t.scanInSlot(b); ok && t.catchUpAndInstall(b, v) {
 				return
 			}
-			t.mu.Unlock()
-			b.apply(v, pending)
 		}
 		t.mu.Lock()
 		if b.stop.Load() || t.err != nil {
@@ -161,10 +165,57 @@ func (t *Table) runBuild(b *build) {
 			t.mu.Unlock()
 			return
 		}
-		// Stopped, then wanted again before it ended: start over from
-		// the rows as they are now.
-		b.snap, b.pending = t.rows.Clone(), nil
+		// Stopped, then wanted again before it ended: queue again, to
+		// start over from the rows as they are then.
+		b.snapped, b.pending = false, nil
+		b.slot = t.slots.enqueue(b.owner)
 		t.mu.Unlock()
+	}
+}
+
+// scanInSlot takes b's snapshot, scans it and releases b's slot. It
+// reports false if the build stopped meanwhile.
+func (t *Table) scanInSlot(b *build) (*view, bool) {
+	defer t.slots.release(b.slot)
+	t.mu.Lock()
+	if b.stop.Load() || t.err != nil {
+		t.mu.Unlock()
+		return nil, false
+	}
+	b.snap, b.pending, b.snapped = t.rows.Clone(), nil, true
+	t.mu.Unlock()
+	if t.slotHook != nil {
+		t.slotHook()
+	}
+	v, ok := b.scan()
+	b.snap = nil
+	return v, ok
+}
+
+// catchUpAndInstall applies to v the changes made since b's snapshot,
+// off the lock as long as many are queued and under it for the last
+// few, and installs it. It reports false if the build stopped
+// meanwhile.
+func (t *Table) catchUpAndInstall(b *build, v *view) bool {
+	if t.buildHook != nil {
+		t.buildHook()
+	}
+	for {
+		t.mu.Lock()
+		if b.stop.Load() {
+			t.mu.Unlock()
+			return false
+		}
+		pending := b.pending
+		b.pending = nil
+		if len(pending) <= t.catchUp {
+			b.apply(v, pending)
+			t.installLocked(b, v)
+			t.unlockAndWake()
+			return true
+		}
+		t.mu.Unlock()
+		b.apply(v, pending)
 	}
 }
 

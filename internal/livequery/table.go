@@ -63,9 +63,14 @@ type Options struct {
 	// view ends (ViewEvictedError) if it holds more than the one asking
 	// would. Default 16, or MaxViews/4 when that is less.
 	MaxViewsPerOwner int
+	// BuildSlots bounds the view builds that scan at once and shares
+	// them between owners (see BuildSlots); a gateway gives all its
+	// tables one. Default: the table's own, NewBuildSlots(0).
+	BuildSlots *BuildSlots
 	// BuildHook, if set, runs on each view build's goroutine, with no
-	// lock held, once the build has scanned its rows and before it
-	// catches up and installs the view (tests that hold a build).
+	// lock held, once the build has scanned its rows and released its
+	// slot (BuildSlots), before it catches up and installs the view
+	// (tests that hold a build: a held build holds no slot).
 	BuildHook func()
 	// IdleViews is how many views without windows are kept, most
 	// recently used first, so that a window reopened alike (a page
@@ -113,7 +118,8 @@ func (o Options) setDefaults() Options {
 // its locking.
 //
 // Goroutines: one per view being built (see build), counted in wg; each
-// ends on its own once its view is built, or once nobody waits for it.
+// waits for a slot (Options.BuildSlots), and ends on its own once its
+// view is built, or once nobody waits for it.
 type Table struct {
 	opts    Options
 	columns map[string]int
@@ -148,10 +154,15 @@ type Table struct {
 	// wg counts the build goroutines.
 	wg sync.WaitGroup
 
+	// slots are the build slots the table shares (Options.BuildSlots).
+	slots *BuildSlots
+
 	// Test hooks. buildHook, if set, runs on a build's goroutine, off
-	// the lock, once it has scanned its snapshot; catchUp replaces
-	// catchUpLocked.
+	// the lock, once it has scanned its snapshot and released its slot;
+	// slotHook, if set, runs there with the slot held, once the build has
+	// its snapshot and before it scans; catchUp replaces catchUpLocked.
 	buildHook func()
+	slotHook  func()
 	catchUp   int
 }
 
@@ -173,6 +184,9 @@ func NewTable(opts Options) *Table {
 		catchUp: catchUpLocked,
 	}
 	t.buildHook = t.opts.BuildHook
+	if t.slots = t.opts.BuildSlots; t.slots == nil {
+		t.slots = NewBuildSlots(0)
+	}
 	for i, c := range opts.Columns {
 		t.columns[c] = i
 	}
@@ -318,7 +332,7 @@ func (t *Table) End(err error) {
 		}
 	}
 	for _, b := range t.builds {
-		b.cancelLocked() // its waiters get err
+		t.stopLocked(b) // its waiters get err
 	}
 	t.unlockAndWake()
 }
@@ -345,7 +359,9 @@ func (t *Table) changeLocked(old, nr *row) {
 		x.change(old, nr)
 	}
 	for _, b := range t.builds {
-		b.pending = append(b.pending, rowChange{old, nr})
+		if b.snapped {
+			b.pending = append(b.pending, rowChange{old, nr})
+		}
 	}
 }
 

@@ -248,7 +248,7 @@ func (t *Table) Open(ctx context.Context, q Query) (*Window, error) {
 			t.unlockAndWake() // an eviction wakes its windows
 			return nil, err
 		}
-		b = t.startBuildLocked(key, x, q.Filter)
+		b = t.startBuildLocked(key, x, q)
 	} else if q.Owner != "" && b.owners[q.Owner] == 0 && t.owned[q.Owner] >= t.opts.MaxViewsPerOwner {
 		t.mu.Unlock()
 		return nil, &TooManyViewsError{Max: t.opts.MaxViewsPerOwner, PerOwner: true}
