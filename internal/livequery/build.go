@@ -185,7 +185,7 @@ func (t *Table) scanInSlot(b *build) (*view, bool) {
 	b.snap, b.pending, b.snapped = t.rows.Clone(), nil, true
 	t.mu.Unlock()
 	if t.slotHook != nil {
-		t.slotHook()
+		t.slotHook(b)
 	}
 	v, ok := b.scan()
 	b.snap = nil

@@ -162,7 +162,7 @@ type Table struct {
 	// slotHook, if set, runs there with the slot held, once the build has
 	// its snapshot and before it scans; catchUp replaces catchUpLocked.
 	buildHook func()
-	slotHook  func()
+	slotHook  func(*build)
 	catchUp   int
 }
 
