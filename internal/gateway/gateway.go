@@ -25,6 +25,7 @@ import (
 	"kubegate/internal/config"
 	httpapi "kubegate/internal/http"
 	"kubegate/internal/informer"
+	"kubegate/internal/livequery"
 	"kubegate/internal/livequery/feed"
 	"kubegate/internal/livequery/wire"
 	"kubegate/internal/openapi"
@@ -173,10 +174,16 @@ func New(cfg config.Config, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	// One set of live tables serves the windows of WebSocket and REST.
+	// One set of live tables serves the windows of WebSocket and REST;
+	// their view builds share one set of slots, fairly between users.
+	slots := livequery.NewBuildSlots(0)
+	g.rr.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "kubegate_view_builds_waiting",
+		Help: "Live view builds (new sorts and filters) waiting for a build slot.",
+	}, func() float64 { return float64(slots.Waiting()) }))
 	g.tables = wire.NewTables(g.mgr, log.Named("livequery"), wire.ViewLimits{
 		MaxViews: cfg.Windows.MaxViews, MaxViewsPerUser: cfg.Windows.MaxViewsPerUser, IdleViews: cfg.Windows.IdleViews,
-		BuildHook: opts.ViewBuildHook})
+		BuildSlots: slots, BuildHook: opts.ViewBuildHook})
 	wsc := cfg.WebSocket
 	if g.ws, err = ws.New(ws.Options{
 		Manager:                   g.mgr,

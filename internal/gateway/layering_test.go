@@ -49,7 +49,7 @@ var layers = map[string]struct {
 	"internal/http": {[]string{"internal/apistatus", "internal/auth", "internal/informer", "internal/livequery",
 		"internal/livequery/feed", "internal/livequery/wire", "internal/rows", "internal/sink"}, "a reader"},
 	"internal/gateway": {[]string{"internal/auth", "internal/config", "internal/http", "internal/informer",
-		"internal/livequery/feed", "internal/livequery/wire", "internal/namespaces", "internal/openapi", "internal/servingcert",
+		"internal/livequery", "internal/livequery/feed", "internal/livequery/wire", "internal/namespaces", "internal/openapi", "internal/servingcert",
 		"internal/webhook", "internal/ws", "web"}, "the one place the parts are wired together"},
 	"internal/gateway/gatewaytest": {[]string{"internal/config", "internal/gateway", "internal/testenv"},
 		"runs the gateway in tests"},

@@ -339,6 +339,10 @@ const schemaTimeout = 30 * time.Second
 // table; zero fields take livequery's defaults (livequery.Options).
 type ViewLimits struct {
 	MaxViews, MaxViewsPerUser, IdleViews int
+	// BuildSlots is livequery.Options.BuildSlots: one for every table,
+	// so that the view builds of all resources share its slots. Default:
+	// each table its own.
+	BuildSlots *livequery.BuildSlots
 	// BuildHook is livequery.Options.BuildHook (tests).
 	BuildHook func()
 }
@@ -357,7 +361,7 @@ func NewTables(mgr *informer.Manager, log *zap.Logger, limits ViewLimits) *feed.
 			p := rows.ForResource(ctx, mgr, r)
 			s := Schema(r.Info, p)
 			s.Table.MaxViews, s.Table.MaxViewsPerOwner, s.Table.IdleViews = limits.MaxViews, limits.MaxViewsPerUser, limits.IdleViews
-			s.Table.BuildHook = limits.BuildHook
+			s.Table.BuildSlots, s.Table.BuildHook = limits.BuildSlots, limits.BuildHook
 			// A relist with other columns (a CRD's printer columns
 			// edited) leaves the table's columns behind.
 			s.Stale = func() bool { return !p.Follows(r.Columns()) }
