@@ -72,8 +72,9 @@ type Options struct {
 	// clock.
 	Clock clock.Clock
 	// ViewBuildHook, if set, runs on every live view build, off the
-	// table's lock, before the view is installed (tests that hold a
-	// build to see what goes on meanwhile).
+	// table's lock, once the build has scanned and released its build
+	// slot, before the view is installed (tests that hold a build to see
+	// what goes on meanwhile; a held build holds no slot).
 	ViewBuildHook func()
 	// DiscoveryRefreshInterval is how often, at most, the discovery the
 	// gateway serves is fetched again (informer

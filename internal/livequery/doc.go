@@ -79,15 +79,30 @@
 //
 // The rows are kept in a B-tree (github.com/google/btree) by key, which
 // clones in O(1), copy on write, as kube-apiserver's cacher clones its
-// own. The Open that needs a new view registers a build and clones the
-// rows under the lock; a goroutine of the build's own filters the
-// clone, computes sort values and sorts, with no lock held, while
+// own. The Open that needs a new view registers a build, whose
+// goroutine waits for a slot (below), then clones the rows under the
+// lock, and filters the clone, computes sort values and sorts, with no
+// lock held, while
 // changes, pops, moves and other Opens go on. The changes made meanwhile
 // queue on the build; it applies them off the lock while many are
 // queued, then the last few under it, with which it installs the view
 // and opens its waiters' windows. Opens of a view being built wait for
 // it (or for their context); a build whose every Open has given up
 // stops at its next check, every 1024 rows.
+//
+// Builds scan in slots (Options.BuildSlots, which a gateway shares
+// between all its tables): at most max(1, GOMAXPROCS/2) scan at once,
+// so that builds never take every CPU from changes and other windows.
+// A build waits for its slot in the FIFO queue of its owner (the
+// Query.Owner of the Open that started it), and a free slot goes to the
+// owner served least recently, so an owner's queue of builds delays
+// another owner's new view by no more than the builds already scanning.
+// The slot is held from the snapshot to the end of the scan: a queued
+// build holds no snapshot and queues no changes, and one whose Opens
+// all gave up leaves the queue without scanning; catching up and
+// installing happen after the slot is released. A table that ends drops
+// its queued builds, whose Opens get its error. Lock order: the table's
+// lock, then the slots' own; the slots never call into a table.
 //
 // # Shares
 //
