@@ -217,3 +217,44 @@ func TestBuildSlotsTableEnded(t *testing.T) {
 		}
 	}
 }
+
+// An Open of a view whose queued build was just given up gets the view:
+// it joins the build before it ended, which queues again, or starts
+// another.
+func TestBuildSlotsWantedAgainWhileQueued(t *testing.T) {
+	slots := NewBuildSlots(1)
+	p := newSlotProbe()
+	tbl := newSlotTable(100, slots, p)
+	first := openAsync(context.Background(), tbl, slotQuery("alice", "a1"))
+	if got := p.next(t); got != "a1" {
+		t.Fatalf("first build %q, want a1", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	given := openAsync(ctx, tbl, slotQuery("bob", "b1"))
+	testenv.Eventually(t, "bob's build to queue", func() bool { return slots.Waiting() == 1 })
+	cancel()
+	if r := result(t, given); !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("queued Open after its context ended: %v", r.err)
+	}
+	again := openAsync(context.Background(), tbl, slotQuery("bob", "b1"))
+	testenv.Eventually(t, "bob's view to queue again", func() bool { return slots.Waiting() == 1 })
+	p.release <- struct{}{}
+	if r := result(t, first); r.err != nil {
+		t.Fatal(r.err)
+	} else {
+		r.w.Close()
+	}
+	if got := p.next(t); got != "b1" {
+		t.Fatalf("next build %q, want b1", got)
+	}
+	p.release <- struct{}{}
+	r := result(t, again)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer r.w.Close()
+	if got := rowKeys(r.w.Rows()); !slices.Equal(got, []string{"a/r00000", "a/r00001"}) {
+		t.Errorf("rows %v", got)
+	}
+	tbl.Wait()
+}
