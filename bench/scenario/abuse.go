@@ -208,6 +208,14 @@ func (a *abuser) steadyWindow() time.Duration {
 	return to.Sub(from)
 }
 
+// liveCount is how many live changes (MODIFIED, ADDED, DELETED) the
+// client has received.
+func (a *abuser) liveCount() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.live
+}
+
 // close ends the socket and waits for the receiver. It returns the error
 // that stopped the receiver before close, if any.
 func (a *abuser) close() error {
@@ -350,6 +358,15 @@ func scenarioAbuse(ctx context.Context, env *Env, z Sizes, log io.Writer) ([]Fig
 	end := time.Now()
 	resyncs1, _, err1 := gatewayPodsMetric(ctx, env, "kubegate_listener_resyncs_total")
 	deferred1, _, err2 := gatewayPodsMetric(ctx, env, "kubegate_listener_resyncs_deferred_total")
+	// The phase's live changes reach the client after the resync each
+	// subscription is in the middle of (a subscription's notifications
+	// keep their order, and its resyncs go at the budget's pace): they
+	// are waited for, within a bound, before its socket closes, so that
+	// the figure does not depend on where the phase's end fell.
+	if perr == nil {
+		want := int64(plan.Count * z.AbuseSubscriptions)
+		waitFor(ctx, 3*z.AbuseResync+z.Drain, func() bool { return a.liveCount() >= want })
+	}
 	aerr := a.close()
 	if err := errors.Join(perr, err1, err2, aerr); err != nil {
 		return figs, err
