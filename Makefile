@@ -125,8 +125,8 @@ bench: bins build ## Load tool, default scenarios: gateway vs kube-apiserver, ta
 	$(GO) run ./cmd/kubegate-bench -gateway bin/gateway -json $(BENCHDIR)/load.json $(BENCHFLAGS) | tee $(BENCHDIR)/load.txt
 
 .PHONY: bench-report
-bench-report: ## Regenerate docs/benchmarks.md's current tables and goals from $(BENCHDIR)/load.json (a make bench run)
-	$(GO) run ./cmd/kubegate-bench -report $(BENCHDIR)/load.json -doc docs/benchmarks.md
+bench-report: ## Regenerate docs/benchmarks.md's goals and docs/benchmarks-figures.md's tables from $(BENCHDIR)/load.json (a make bench run)
+	$(GO) run ./cmd/kubegate-bench -report $(BENCHDIR)/load.json -doc docs/benchmarks.md -figures docs/benchmarks-figures.md
 
 .PHONY: bench-micro
 bench-micro: ## Go micro-benchmarks of the hot paths, BENCHCOUNT runs each, into $(BENCHDIR)/micro.txt (compare with benchstat)

@@ -51,10 +51,16 @@ func (r Report) ShortStamp() string {
 	return fmt.Sprintf("`%s`, %s, `%s`", cmp.Or(r.Commit, "unknown"), host, cmp.Or(r.Command, "kubegate-bench"))
 }
 
-// Markdown renders r as docs/benchmarks.md shows it: where it comes from,
-// the goals table (goal, figure, verdict) with the run's notes, then one
-// table per scenario with a row per metric and a column per arm.
+// Markdown renders r whole: GoalsMarkdown, then FiguresMarkdown's
+// tables.
 func (r Report) Markdown(w io.Writer) {
+	r.GoalsMarkdown(w)
+	r.scenarioTables(w)
+}
+
+// GoalsMarkdown renders r as docs/benchmarks.md shows it: where it comes
+// from and the goals table (goal, figure, verdict) with the run's notes.
+func (r Report) GoalsMarkdown(w io.Writer) {
 	stamp := r.Stamp()
 	fmt.Fprintf(w, "All figures below: %s.\n\n", stamp)
 	wl := r.Workload
@@ -88,7 +94,19 @@ func (r Report) Markdown(w io.Writer) {
 	for _, n := range notes {
 		fmt.Fprintf(w, "Note: %s.\n\n", n)
 	}
+}
 
+// FiguresMarkdown renders every figure of r as
+// docs/benchmarks-figures.md shows them: where they come from, then one
+// table per scenario with a row per metric and a column per arm.
+func (r Report) FiguresMarkdown(w io.Writer) {
+	fmt.Fprintf(w, "All figures below: %s.\n\n", r.Stamp())
+	r.scenarioTables(w)
+}
+
+// scenarioTables renders a table per scenario of r.
+func (r Report) scenarioTables(w io.Writer) {
+	short := r.ShortStamp()
 	var order []string
 	byScenario := map[string][]Figure{}
 	for _, f := range r.Figures {
@@ -192,8 +210,22 @@ func DocMarkers(r Report) (begin, end string) {
 }
 
 // WriteDoc replaces the part of the Markdown file at path between r's
-// markers (DocMarkers) with r rendered by Markdown.
-func WriteDoc(path string, r Report) error {
+// markers (DocMarkers) with r's goals (GoalsMarkdown), and the part of
+// the one at figures between the same markers with its figures
+// (FiguresMarkdown); with figures "", path gets both (Markdown).
+func WriteDoc(path, figures string, r Report) error {
+	if figures == "" {
+		return writeSection(path, r, r.Markdown)
+	}
+	if err := writeSection(figures, r, r.FiguresMarkdown); err != nil {
+		return err
+	}
+	return writeSection(path, r, r.GoalsMarkdown)
+}
+
+// writeSection replaces the part of the Markdown file at path between
+// r's markers with what render writes.
+func writeSection(path string, r Report, render func(io.Writer)) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -207,7 +239,7 @@ func WriteDoc(path string, r Report) error {
 	var out bytes.Buffer
 	out.Write(b[:i+len(begin)])
 	out.WriteString("\n\n")
-	r.Markdown(&out)
+	render(&out)
 	out.Write(b[j:])
 	return os.WriteFile(path, out.Bytes(), 0o644)
 }

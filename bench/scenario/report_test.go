@@ -71,7 +71,7 @@ func TestWriteDoc(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 2 {
-		if err := WriteDoc(path, testReport()); err != nil {
+		if err := WriteDoc(path, "", testReport()); err != nil {
 			t.Fatal(err)
 		}
 		b, _ := os.ReadFile(path)
@@ -84,8 +84,34 @@ func TestWriteDoc(t *testing.T) {
 	if err := os.WriteFile(path, []byte("no markers\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteDoc(path, testReport()); err == nil {
+	if err := WriteDoc(path, "", testReport()); err == nil {
 		t.Error("WriteDoc into a document without markers: no error")
+	}
+}
+
+// TestWriteDocSplit: with a figures file, the document gets the goals
+// and the figures file the scenarios' tables, each between the run's
+// markers.
+func TestWriteDocSplit(t *testing.T) {
+	dir := t.TempDir()
+	path, figures := filepath.Join(dir, "benchmarks.md"), filepath.Join(dir, "benchmarks-figures.md")
+	for _, p := range []string{path, figures} {
+		if err := os.WriteFile(p, []byte("prose\n"+DocBegin+"\nold\n"+DocEnd+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := WriteDoc(path, figures, testReport()); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := os.ReadFile(path)
+	f, _ := os.ReadFile(figures)
+	goals, figs := string(g), string(f)
+	if !strings.Contains(goals, "| goal | figure | verdict |") || strings.Contains(goals, "### broad ·") || strings.Contains(goals, "\nold\n") {
+		t.Errorf("document:\n%s", goals)
+	}
+	if !strings.Contains(figs, "All figures below: commit `abc1234`") || !strings.Contains(figs, "### broad ·") ||
+		strings.Contains(figs, "| goal | figure | verdict |") || strings.Contains(figs, "\nold\n") {
+		t.Errorf("figures:\n%s", figs)
 	}
 }
 
@@ -107,7 +133,7 @@ func TestWriteDocOptIn(t *testing.T) {
 	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteDoc(path, r); err != nil {
+	if err := WriteDoc(path, "", r); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(path)

@@ -7,7 +7,7 @@
 //
 //	make build
 //	go run ./cmd/kubegate-bench -gateway bin/gateway -json .local/bench/load.json
-//	go run ./cmd/kubegate-bench -report .local/bench/load.json -doc docs/benchmarks.md
+//	go run ./cmd/kubegate-bench -report .local/bench/load.json -doc docs/benchmarks.md -figures docs/benchmarks-figures.md
 package main
 
 import (
@@ -38,6 +38,7 @@ func main() {
 		from    string
 		report  string
 		doc     string
+		figures string
 	)
 	z := &o.Sizes
 	d := scenario.DefaultSizes
@@ -133,6 +134,7 @@ func main() {
 	flag.StringVar(&from, "from", "", "print the table and goals of an earlier run's JSON `file` instead of running")
 	flag.StringVar(&report, "report", "", "render an earlier run's JSON `file` as docs/benchmarks.md shows it (its stamp, the goals table, a table per scenario) instead of running; to stdout, or into -doc")
 	flag.StringVar(&doc, "doc", "", "with -report, regenerate the marked section of this Markdown `file` (make bench-report: docs/benchmarks.md) instead of printing")
+	flag.StringVar(&figures, "figures", "", "with -doc, put the scenarios' tables in the marked section of this Markdown `file` (make bench-report: docs/benchmarks-figures.md), and only the goals in -doc")
 	flag.Parse()
 	if full {
 		set := map[string]bool{}
@@ -191,7 +193,7 @@ func main() {
 	}
 	o.Log = os.Stderr
 	if report != "" {
-		if err := writeReport(report, doc); err != nil {
+		if err := writeReport(report, doc, figures); err != nil {
 			fmt.Fprintln(os.Stderr, "kubegate-bench:", err)
 			os.Exit(1)
 		}
@@ -236,14 +238,14 @@ func main() {
 }
 
 // writeReport renders the run in the JSON file from as Markdown, into
-// the marked section of doc, or to stdout when doc is "".
-func writeReport(from, doc string) error {
+// the marked sections of doc and figures, or to stdout when doc is "".
+func writeReport(from, doc, figures string) error {
 	r, err := scenario.ReadJSON(from)
 	if err != nil {
 		return err
 	}
 	if doc != "" {
-		return scenario.WriteDoc(doc, r)
+		return scenario.WriteDoc(doc, figures, r)
 	}
 	r.Markdown(os.Stdout)
 	return nil
