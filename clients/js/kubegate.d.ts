@@ -408,7 +408,10 @@ export interface ClientStats {
   frames: number;
   resets: number;
   reconnects: number;
+  /** The longest handling of one message, in ms. */
   maxMessageMs: number;
+  /** Messages whose handling took over 500 ms. */
+  slowMessages: number;
 }
 
 export declare class KubegateClient {

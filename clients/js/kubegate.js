@@ -156,6 +156,10 @@ function cancelTimer(timer) {
 
 const now = () => (globalThis.performance ? globalThis.performance.now() : Date.now());
 
+// SLOW_MESSAGE_MS: a message whose handling takes longer is counted in
+// stats.slowMessages (a long task: the page did nothing else meanwhile).
+const SLOW_MESSAGE_MS = 500;
+
 // Emitter is the event half of the client and of a subscription: on(type,
 // fn) adds a listener and returns a function that removes it.
 class Emitter {
@@ -423,7 +427,7 @@ export class KubegateClient extends Emitter {
     this.#fetch = options.fetch ?? globalThis.fetch?.bind(globalThis);
     this.#probe = options.probe ?? true;
     /** Counters: messages and frames received, RESETs, reconnects, and the longest time one message took to handle. */
-    this.stats = { messages: 0, frames: 0, resets: 0, reconnects: 0, maxMessageMs: 0 };
+    this.stats = { messages: 0, frames: 0, resets: 0, reconnects: 0, maxMessageMs: 0, slowMessages: 0 };
   }
 
   /** The connection's state: idle, connecting, open, reconnecting, unauthorized, failed or closed. */
@@ -777,7 +781,9 @@ export class KubegateClient extends Emitter {
       return;
     }
     this.dispatch(frame);
-    this.stats.maxMessageMs = Math.max(this.stats.maxMessageMs, now() - start);
+    const ms = now() - start;
+    this.stats.maxMessageMs = Math.max(this.stats.maxMessageMs, ms);
+    if (ms > SLOW_MESSAGE_MS) this.stats.slowMessages++;
   }
 
   // current returns the subscription a frame with id belongs to: one whose

@@ -128,6 +128,10 @@ const stats = {
   get reconnects() { return client.stats.reconnects; },
   get maxMessageMs() { return client.stats.maxMessageMs; },
   get maxDrawMs() { return table.maxDrawMs; },
+  get slowMessages() { return client.stats.slowMessages; },
+  get slowDraws() { return table.slowDraws; },
+  get draws() { return table.draws; },
+  get messages() { return client.stats.messages; },
   get moves() { return moves; },
 };
 

@@ -16,6 +16,9 @@ import { MAX_WINDOW_LIMIT, cellText, objectKey } from "./kubegate.js";
 const MAX_HEIGHT = 8_000_000;
 // How long a changed row is highlighted, in ms (the CSS animation's length).
 const FLASH_MS = 1500;
+// SLOW_DRAW_MS: a draw that takes longer is counted in slowDraws (a long
+// task: the page did nothing else meanwhile).
+const SLOW_DRAW_MS = 500;
 
 export class WindowTable {
   // head, viewport, spacer, rows: the elements. rowHeight in px.
@@ -30,6 +33,7 @@ export class WindowTable {
     this.flashed = new Map(); // key → time of its last change
     this.frame = 0;
     this.maxDrawMs = 0; // the longest draw so far
+    this.slowDraws = 0; // draws over SLOW_DRAW_MS
     this.draws = 0;
     viewport.addEventListener("scroll", () => {
       head.scrollLeft = viewport.scrollLeft;
@@ -124,7 +128,9 @@ export class WindowTable {
   draw() {
     const start = performance.now();
     const stats = this.drawRows();
-    this.maxDrawMs = Math.max(this.maxDrawMs, performance.now() - start);
+    const ms = performance.now() - start;
+    this.maxDrawMs = Math.max(this.maxDrawMs, ms);
+    if (ms > SLOW_DRAW_MS) this.slowDraws++;
     this.draws++;
     this.onDraw?.(stats);
   }

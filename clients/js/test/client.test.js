@@ -428,6 +428,25 @@ test("a listener that throws does not stop the others, and its exception is repo
   assert.throws(reported[0], /listener bug/);
 });
 
+test("stats: a message whose handling takes over 500 ms is counted slow", (t) => {
+  const { client, last } = setup(t);
+  const sub = client.subscribe({ resource: "configmaps" });
+  let clock = 0;
+  t.mock.method(globalThis.performance, "now", () => clock);
+  sub.on("change", (e) => {
+    clock += e.key === "ns/slow" ? 501 : 500;
+  });
+  client.connect();
+  last().open();
+  last().receive(ack(sub.id));
+  last().receive(ev("ADDED", sub.id, cm("a", "1")));
+  last().receive(ev("ADDED", sub.id, cm("slow", "2")));
+  last().receive(ev("ADDED", sub.id, cm("b", "3")));
+  assert.equal(client.stats.messages, 4);
+  assert.equal(client.stats.slowMessages, 1);
+  assert.equal(client.stats.maxMessageMs, 501);
+});
+
 test("helpers", () => {
   assert.equal(tokenProtocol("a+b/c?"), "base64url.bearer.authorization.k8s.io.YStiL2M_");
   assert.equal(objectKey({ metadata: { name: "n", namespace: "ns" } }), "ns/n");
