@@ -7,11 +7,13 @@ package cell
 
 import (
 	"cmp"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"gopkg.in/inf.v0"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -153,4 +155,61 @@ func Compare(a, b Value) int {
 		return a.q.Cmp(*b.q)
 	}
 	return 0
+}
+
+// Prefix returns two numbers, hi then lo, whose order agrees with
+// Compare between two values of v's kind: Compare(a, b) < 0 implies that
+// a's prefix is at most b's. Sorts compare prefixes first, and the values
+// only when the prefixes are equal and one of them is not exact: an exact
+// prefix is equal to another exact one only if the values compare equal.
+// Integers and times are their own exact prefix; a string's is its first
+// 15 bytes and its length up to 16 (exact for strings of at most 15
+// bytes: names, addresses, phases); a quantity's is its floor, bounded to
+// int64 (exact for an integer within it). A missing value's is 0.
+func (v Value) Prefix() (hi, lo uint64, exact bool) {
+	switch v.kind {
+	case KindString:
+		for i := range 15 {
+			b := uint64(0)
+			if i < len(v.s) {
+				b = uint64(v.s[i])
+			}
+			if i < 8 {
+				hi = hi<<8 | b
+			} else {
+				lo = lo<<8 | b
+			}
+		}
+		return hi, lo<<8 | uint64(min(len(v.s), 16)), len(v.s) < 16
+	case KindTime:
+		return signedPrefix(v.i), 0, true
+	case KindNumber:
+		if v.q == nil {
+			return signedPrefix(v.i), 0, true
+		}
+		i, exact := quantityFloor(v.q)
+		return signedPrefix(i), 0, exact
+	}
+	return 0, 0, true
+}
+
+// signedPrefix maps int64 order onto uint64 order.
+func signedPrefix(i int64) uint64 { return uint64(i) ^ 1<<63 }
+
+// quantityFloor returns q's floor, bounded to int64, and whether that is
+// q itself. Floor and bounds are both monotonic, so prefixes made of
+// them keep quantities' order.
+func quantityFloor(q *resource.Quantity) (int64, bool) {
+	if i, ok := q.AsInt64(); ok {
+		return i, true
+	}
+	c := q.DeepCopy() // AsDec converts the quantity it is called on
+	f := new(inf.Dec).Round(c.AsDec(), 0, inf.RoundFloor).UnscaledBig()
+	switch {
+	case f.IsInt64():
+		return f.Int64(), false
+	case f.Sign() < 0:
+		return math.MinInt64, false
+	}
+	return math.MaxInt64, false
 }

@@ -1,7 +1,10 @@
 package cell
 
 import (
+	"math"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -99,6 +102,54 @@ func TestParse(t *testing.T) {
 		strings.Repeat("9", 41), "1.5Gi "} {
 		if v := Parse(s); v.Kind() != KindString || v.String() != s {
 			t.Errorf("Parse(%q) = %v %q, want the string", s, v.Kind(), v.String())
+		}
+	}
+}
+
+// TestPrefix checks Prefix against Compare for every pair of values of
+// one kind: a value that sorts before another has a prefix no greater,
+// and equal exact prefixes mean equal values. The values are edge cases
+// (bounds, shared 7-byte heads, zero bytes, quantities past int64) and
+// random ones.
+func TestPrefix(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	vs := []Value{
+		Int(math.MinInt64), Int(-1), Int(0), Int(1), Int(math.MaxInt64), Count(3, "3 (5m ago)"),
+		Quantity(resource.MustParse("-1.5")), Quantity(resource.MustParse("-1")), Quantity(resource.MustParse("500m")),
+		Quantity(resource.MustParse("1")), Quantity(resource.MustParse("1500m")), Quantity(resource.MustParse("2Gi")),
+		Quantity(resource.MustParse("1e30")), Quantity(resource.MustParse("-1e30")), Quantity(resource.MustParse("1e30")),
+		Parse("9223372036854775807"), Parse("9223372036854775808"), Parse("-9223372036854775809"), Parse("100Mi"), Parse("1.25"),
+		Time(t0), Time(t0.Add(time.Nanosecond)), Time(time.Unix(-5, 0)),
+		String(""), String("\x00"), String("a"), String("a\x00"), String("abcdefg"), String("abcdefg\x00"), String("abcdefgh"),
+		String("abcdefgi"), String("abcdefgh-longer"), String("abcdefg\xff"), String("\xff\xff\xff\xff\xff\xff\xff\xff"),
+		String("abcdefghijklmno"), String("abcdefghijklmno\x00"), String("abcdefghijklmnop"), String("abcdefghijklmnoq"),
+		String("abcdefghijklmn\xff"), String("10.244.1.2"), String("10.244.10.2"),
+		{},
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 300 {
+		b := make([]byte, rng.IntN(20))
+		for i := range b {
+			b[i] = "a\x00\xffz"[rng.IntN(4)]
+		}
+		vs = append(vs, String(string(b)), Int(rng.Int64()-math.MaxInt64/2), Time(t0.Add(time.Duration(rng.Int64N(1e15)))),
+			Parse(strconv.Itoa(rng.IntN(2000)-1000)+[]string{"", "m", "Ki", "e3", ".5"}[rng.IntN(5)]))
+	}
+	for _, a := range vs {
+		ha, la, ea := a.Prefix()
+		for _, b := range vs {
+			if a.Kind() != b.Kind() {
+				continue
+			}
+			hb, lb, eb := b.Prefix()
+			pa, pb := [2]uint64{ha, la}, [2]uint64{hb, lb}
+			c := Compare(a, b)
+			if c < 0 && (ha > hb || ha == hb && la > lb) {
+				t.Errorf("%q sorts before %q, but its prefix %#x is greater than %#x", a, b, pa, pb)
+			}
+			if ea && eb && pa == pb && c != 0 {
+				t.Errorf("%q and %q have the exact prefix %#x, but compare %d", a, b, pa, c)
+			}
 		}
 	}
 }

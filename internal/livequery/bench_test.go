@@ -125,24 +125,43 @@ func BenchmarkOpen(b *testing.B) {
 		for _, shared := range []bool{true, false} {
 			name := map[bool]string{true: "shared", false: "new"}[shared]
 			b.Run(fmt.Sprintf("objects=%d/index=%s", n, name), func(b *testing.B) {
-				q := Query{Sort: SortSpec{Key: "metadata.creationTimestamp", Desc: true}, Range: Range{Offset: n / 3, Limit: benchLimit}}
-				if shared {
-					keep, err := tbl.Open(context.Background(), q)
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer keep.Close()
-				}
-				var buf []Op
-				for b.Loop() {
-					w, err := tbl.Open(context.Background(), q)
-					if err != nil {
-						b.Fatal(err)
-					}
-					buf, _ = w.Pop(buf[:0])
-					w.Close()
-				}
+				benchOpen(b, tbl, Query{Sort: SortSpec{Key: "metadata.creationTimestamp", Desc: true}, Range: Range{Offset: n / 3, Limit: benchLimit}}, shared)
 			})
 		}
+	}
+}
+
+// BenchmarkOpenSort measures a new sort order's first window, by sort
+// key: a time (distinct values), a count (1,000 values), a status (3
+// values, so ties, ordered by namespace and name) and the name itself,
+// descending.
+func BenchmarkOpenSort(b *testing.B) {
+	const n = 100_000
+	tbl, _ := benchTable(n)
+	for _, spec := range []SortSpec{{Key: "metadata.creationTimestamp", Desc: true}, {Key: "restarts"}, {Key: "status"}, {Key: "metadata.name", Desc: true}} {
+		b.Run(fmt.Sprintf("objects=%d/key=%s", n, spec.Key), func(b *testing.B) {
+			benchOpen(b, tbl, Query{Sort: spec, Range: Range{Offset: n / 3, Limit: benchLimit}}, false)
+		})
+	}
+}
+
+// benchOpen opens and closes a window of q on tbl, with another window
+// keeping its view if shared, or building it for every window if not.
+func benchOpen(b *testing.B, tbl *Table, q Query, shared bool) {
+	if shared {
+		keep, err := tbl.Open(context.Background(), q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer keep.Close()
+	}
+	var buf []Op
+	for b.Loop() {
+		w, err := tbl.Open(context.Background(), q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf, _ = w.Pop(buf[:0])
+		w.Close()
 	}
 }

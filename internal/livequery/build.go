@@ -224,7 +224,7 @@ func (t *Table) catchUpAndInstall(b *build, v *view) bool {
 // build stopped meanwhile.
 func (b *build) scan() (*view, bool) {
 	v := &view{x: b.x, key: b.key.filter, m: b.m, owners: map[string]int{}}
-	var sorted []*entry
+	matched := make([]*row, 0, b.snap.Len())
 	n := 0
 	stopped := false
 	b.snap.Ascend(func(r *row) bool {
@@ -233,14 +233,14 @@ func (b *build) scan() (*view, bool) {
 			return false
 		}
 		if b.m.matches(r) {
-			sorted = append(sorted, b.x.entry(r))
+			matched = append(matched, r)
 		}
 		return true
 	})
 	if stopped || b.stop.Load() {
 		return nil, false
 	}
-	slices.SortFunc(sorted, b.x.cmp)
+	sorted := b.x.sortEntries(matched)
 	v.tree = newTree(b.x.cmp, uint64(len(sorted))^uint64(n)<<32)
 	v.tree.build(sorted)
 	return v, true

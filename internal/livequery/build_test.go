@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"kubegate/internal/testenv"
+	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -270,5 +272,53 @@ func TestViewShares(t *testing.T) {
 	defer tbl.mu.Unlock()
 	if tbl.owned["mallory"] != 0 || tbl.owned["alice"] != 2 {
 		t.Errorf("owned %v after mallory closed its windows, want alice 2", tbl.owned)
+	}
+}
+
+// TestSortEntriesIsCompareEntries checks a view build's sort (prefixes,
+// then values, then the rows' key order) against compareEntries, the
+// order the view's tree keeps afterwards, for every direction: on rows
+// of every kind of value, missing ones, equal values and shared string
+// heads, in namespaces one of which begins another (kube, kube-system),
+// where "namespace/name" keys would order otherwise.
+func TestSortEntriesIsCompareEntries(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	values := []func() Value{
+		func() Value { return Value{} },
+		func() Value { return Int(int64(rng.IntN(5) - 2)) },
+		func() Value { return Parse([]string{"500m", "1", "1.5", "2Gi", "-0.5", "1e30", "3k"}[rng.IntN(7)]) },
+		func() Value { return Time(t0.Add(time.Duration(rng.IntN(4)) * time.Nanosecond)) },
+		func() Value {
+			return String([]string{"", "Running", "Runnin", "Running-long-a", "a\x00", "10.244.1.2", "10.244.10.2", "shared-15-bytes", "shared-15-bytes-a", "shared-15-bytes-b", "shared-15-bytes\x00"}[rng.IntN(11)])
+		},
+	}
+	namespaces := []string{"", "kube", "kube-system", "kube.x", "a"}
+	var rows []*row
+	seen := map[string]bool{}
+	for len(rows) < 2000 {
+		r := &Row{Namespace: namespaces[rng.IntN(len(namespaces))], Name: fmt.Sprintf("n%d", rng.IntN(1000))}
+		if seen[r.Key()] {
+			continue
+		}
+		seen[r.Key()] = true
+		r.Cells = []Value{values[rng.IntN(len(values))]()}
+		rows = append(rows, newRow(r))
+	}
+	slices.SortFunc(rows, func(a, b *row) int { return strings.Compare(a.key, b.key) }) // as a scan finds them
+	tbl := NewTable(Options{Columns: []string{"v"}})
+	for _, spec := range []SortSpec{{Key: "v"}, {Key: "v", Desc: true}, {Key: "v", Reversed: true}, {Key: "v", Desc: true, Reversed: true}} {
+		x, err := tbl.newIndex(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := x.sortEntries(rows)
+		want := slices.Clone(got)
+		slices.SortFunc(want, x.cmp)
+		for i := range want {
+			if got[i].r != want[i].r {
+				t.Fatalf("%+v: entry %d is %s=%q, want %s=%q", spec, i, got[i].r.Key(), got[i].val, want[i].r.Key(), want[i].val)
+			}
+		}
 	}
 }

@@ -130,8 +130,9 @@
 //     independent of n but for the logarithms; with many windows on the
 //     view it is O(W), each window getting at most its count.
 //   - Open on an existing view: O(log m + L). On a new view: O(n·p) to
-//     filter and extract, O(m log m) to sort, all off the lock, and
-//     O(k log m) for the k changes made meanwhile.
+//     filter and extract, O(m) to sort by prefixes (sort.go) and O(r log
+//     r) for each run of r equal prefixes, all off the lock, and O(k log
+//     m) for the k changes made meanwhile.
 //   - Move (scrolling): O(log m + k) for k rows entering the window, and
 //     one removal per row leaving it (a reset when none stays).
 //   - Pop: O(operations), or O(log m + L) after a reset.

@@ -44,6 +44,13 @@ func (r *Row) Key() string {
 	return r.Namespace + "/" + r.Name
 }
 
+// rowKey is a row's key in the table: its namespace and name joined by
+// a byte no name holds, so that keys order as (namespace, name) pairs,
+// the order that breaks ties between equal sort values
+// (compareEntries). A view build relies on it: the rows it scans in key
+// order are already in their tie order (sortEntries).
+func rowKey(namespace, name string) string { return namespace + "\x00" + name }
+
 // row is a Row as the table holds it, with what filters need
 // precomputed.
 type row struct {
@@ -61,7 +68,7 @@ func newRow(r *Row) *row {
 		b.WriteByte(0)
 		b.WriteString(strings.ToLower(c.String()))
 	}
-	return &row{Row: r, key: r.Key(), text: b.String()}
+	return &row{Row: r, key: rowKey(r.Namespace, r.Name), text: b.String()}
 }
 
 // Has implements fields.Fields.

@@ -241,7 +241,7 @@ func (t *Table) Delete(namespace, name string, rv uint64) {
 		return
 	}
 	t.setVersionLocked(rv)
-	old, ok := t.rows.Delete(&row{key: (&Row{Namespace: namespace, Name: name}).Key()})
+	old, ok := t.rows.Delete(&row{key: rowKey(namespace, name)})
 	if !ok {
 		t.mu.Unlock()
 		return

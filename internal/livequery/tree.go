@@ -55,8 +55,10 @@ func (t *tree) Len() int { return size(t.root) }
 // the treap any insertion order would give.
 func (t *tree) build(sorted []*entry) {
 	var stack []*node
-	for _, e := range sorted {
-		n := &node{e: e, prio: t.next()}
+	nodes := make([]node, len(sorted)) // one allocation for the tree's first nodes
+	for i, e := range sorted {
+		n := &nodes[i]
+		*n = node{e: e, prio: t.next()}
 		var last *node
 		for len(stack) > 0 && stack[len(stack)-1].prio < n.prio {
 			last = stack[len(stack)-1]

@@ -1,0 +1,131 @@
+package livequery
+
+import (
+	"cmp"
+	"slices"
+)
+
+// A view build sorts up to every row of a table, so the sort is where a
+// new sort order's time goes. It sorts keyed entries: each carries its
+// rank (where its kind, or its missing value, goes in the index's order),
+// its value's prefix (cell.Value.Prefix, inverted for a descending sort)
+// and seq, its place among the rows in key order, which is their
+// (namespace, name) order (rowKey). A stable radix sort on rank and
+// prefix, of the entries in seq order, gives compareEntries' order
+// wherever prefixes are exact; runs of equal prefixes that are not exact
+// (strings of 16 bytes or more that share their first 15, quantities
+// between two integers) are then sorted by compareEntries' own
+// comparison of values. So a sort costs a few passes over the entries,
+// skipping the bytes every prefix shares, and compares values only where
+// prefixes cannot tell them apart.
+
+// keyed is an entry as a view build sorts it: the entry itself is
+// ents[seq], so that keyed entries hold no pointer for the collector to
+// scan.
+type keyed struct {
+	hi, lo uint64
+	seq    uint32
+	rank   uint8
+	exact  bool
+}
+
+// sortEntries returns the entries in x of rows, which must be in key
+// order, in x's order (compareEntries).
+func (x *index) sortEntries(rows []*row) []*entry {
+	missing := uint8(4) // last
+	if x.spec.Desc != x.spec.Reversed {
+		missing = 0
+	}
+	ents := make([]entry, len(rows)) // one allocation for the view's first entries
+	ks := make([]keyed, len(rows))
+	for i, r := range rows {
+		e := &ents[i]
+		*e = entry{r: r, val: x.value(r.Row)}
+		k := keyed{seq: uint32(i), rank: missing, exact: true}
+		if kind := e.val.Kind(); kind != KindMissing {
+			// KindNumber < KindTime < KindString, as they sort.
+			k.rank = uint8(kind)
+			k.hi, k.lo, k.exact = e.val.Prefix()
+			if x.spec.Desc {
+				k.rank, k.hi, k.lo = 4-k.rank, ^k.hi, ^k.lo
+			}
+		}
+		ks[i] = k
+	}
+	ks = radixSort(ks, make([]keyed, len(ks)))
+	desc := x.spec.Desc
+	for i := 0; i < len(ks); {
+		j := i + 1
+		exact := ks[i].exact
+		for j < len(ks) && ks[j].rank == ks[i].rank && ks[j].hi == ks[i].hi && ks[j].lo == ks[i].lo {
+			exact = exact && ks[j].exact
+			j++
+		}
+		if !exact {
+			slices.SortFunc(ks[i:j], func(a, b keyed) int {
+				c := Compare(ents[a.seq].val, ents[b.seq].val)
+				if desc {
+					c = -c
+				}
+				if c != 0 {
+					return c
+				}
+				return cmp.Compare(a.seq, b.seq)
+			})
+		}
+		i = j
+	}
+	sorted := make([]*entry, len(ks))
+	for i := range ks {
+		sorted[i] = &ents[ks[i].seq]
+	}
+	return sorted
+}
+
+// radixPasses are the bytes a radix sort orders keyed entries by, least
+// significant first: lo's 8, hi's 8, then rank.
+const radixPasses = 17
+
+// radixByte returns k's byte for radix pass p.
+func radixByte(k *keyed, p int) byte {
+	switch {
+	case p < 8:
+		return byte(k.lo >> (8 * p))
+	case p < 16:
+		return byte(k.hi >> (8 * (p - 8)))
+	}
+	return k.rank
+}
+
+// radixSort sorts ks stably by rank, then hi, then lo, using tmp (of
+// ks' length) as scratch, and returns the sorted slice: ks or tmp. A
+// pass whose byte is the same in every entry is skipped.
+func radixSort(ks, tmp []keyed) []keyed {
+	if len(ks) < 2 {
+		return ks
+	}
+	var counts [radixPasses][256]int
+	for i := range ks {
+		for p := range radixPasses {
+			counts[p][radixByte(&ks[i], p)]++
+		}
+	}
+	for p := range radixPasses {
+		c := &counts[p]
+		if c[radixByte(&ks[0], p)] == len(ks) {
+			continue
+		}
+		sum := 0
+		for b, n := range c {
+			c[b] = sum
+			sum += n
+		}
+		for i := range ks {
+			b := radixByte(&ks[i], p)
+			tmp[c[b]] = ks[i]
+			c[b]++
+		}
+		ks, tmp = tmp, ks
+	}
+	return ks
+}
