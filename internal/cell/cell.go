@@ -77,7 +77,7 @@ var numberText = regexp.MustCompile(`^-?[0-9]{1,40}(\.[0-9]{1,40})?([eE][+-]?[0-
 // numerically and whose String is s as written (what a text filter
 // searches, and the cell shows), and the string s otherwise.
 func Parse(s string) Value {
-	if !numberText.MatchString(s) {
+	if s == "" || s[0] != '-' && (s[0] < '0' || s[0] > '9') || !numberText.MatchString(s) {
 		return String(s)
 	}
 	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
