@@ -4,6 +4,7 @@ import (
 	"cmp"
 
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -254,12 +255,13 @@ func (t *Table) Delete(namespace, name string, rv uint64) {
 // does: rows it no longer holds are deleted, the others upserted, so
 // windows receive the net effect.
 func (t *Table) Replace(rows []*Row, rv uint64) {
-	// The rows are prepared off the lock: what filters read, in key
-	// order, which a new table's B-tree takes fastest.
+	// The rows are prepared off the lock, on every CPU (a resource's
+	// first table prepares every row at once): what filters read, in
+	// key order, which a new table's B-tree takes fastest.
+	prepared := newRows(rows)
 	keep := make(map[string]*row, len(rows))
 	sorted := make([]*row, 0, len(rows))
-	for _, r := range rows {
-		nr := newRow(r)
+	for _, nr := range prepared {
 		if keep[nr.key] == nil {
 			sorted = append(sorted, nr)
 		}
@@ -301,6 +303,23 @@ func (t *Table) Replace(rows []*Row, rv uint64) {
 		t.changeLocked(old, nr)
 	}
 	t.unlockAndWake()
+}
+
+// newRows returns newRow of each of rows, computed on every CPU when
+// there are many.
+func newRows(rows []*Row) []*row {
+	out := make([]*row, len(rows))
+	workers := min(runtime.GOMAXPROCS(0), max(len(rows)/1024, 1))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(rows); i += workers {
+				out[i] = newRow(rows[i])
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // SetVersion records that the table reflects resourceVersion rv, with no
