@@ -120,23 +120,28 @@ func TestDashboard100k(t *testing.T) {
 	ctx := newBrowser(t)
 	url := base + "/#resource=configmaps&namespace=" + ns
 	// firstRows loads the page and returns the time from navigation
-	// start to the first rows painted (the page's performance mark).
-	firstRows := func(load chromedp.Action[chromedp.Void]) time.Duration {
+	// start to the first rows painted (the page's performance mark),
+	// waiting at most limit for them.
+	firstRows := func(load chromedp.Action[chromedp.Void], limit time.Duration) time.Duration {
 		t.Helper()
 		if err := chromedp.Do(ctx, load); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, ctx, time.Minute, "first rows", `performance.getEntriesByName("kubegate:first-rows").length > 0 && `+row(ns, name(0))+` !== null`)
+		waitFor(t, ctx, limit, "first rows", `performance.getEntriesByName("kubegate:first-rows").length > 0 && `+row(ns, name(0))+` !== null`)
 		ms, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`performance.getEntriesByName("kubegate:first-rows")[0].startTime`))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return time.Duration(ms * float64(time.Millisecond))
 	}
-	cold := firstRows(chromedp.Navigate(url))
+	// The first page builds the gateway's live table of the 100,000
+	// ConfigMaps: 24-31 s under the race detector at load average 15,
+	// over a minute at 20 (a figure, not a bound: the goal is for a
+	// table in place, below).
+	cold := firstRows(chromedp.Navigate(url), 5*time.Minute)
 	var warm []time.Duration
 	for range 3 {
-		warm = append(warm, firstRows(chromedp.Reload()))
+		warm = append(warm, firstRows(chromedp.Reload(), time.Minute))
 	}
 
 	// Live creates while the page shows the first rows: the count follows,
