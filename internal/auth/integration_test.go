@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"kubegate/internal/apistatus"
 	"kubegate/internal/controlplane"
 	"kubegate/internal/informer"
 	"kubegate/internal/namespaces"
@@ -229,6 +231,22 @@ func TestIntegrationReviewsUnavailable(t *testing.T) {
 	_, err = a.AuthenticateToken(t.Context(), token(t, "alice"))
 	if !errors.Is(err, ErrReviewFailed) {
 		t.Fatalf("TokenReview without permission: err = %v, want ErrReviewFailed", err)
+	}
+	// A request whose token could not be checked is refused with 503
+	// and Retry-After (the token may be fine: clients try again), and so
+	// is a login.
+	b := must[*Bearer](t)(NewBearer(BearerOptions{Tokens: a}))
+	r, _ := http.NewRequest(http.MethodGet, "/api/v1/pods", nil)
+	r.Header.Set("Authorization", "Bearer "+token(t, "alice"))
+	if _, err := b.Authenticate(r); !isCode(err, http.StatusServiceUnavailable) || apistatus.FromError(err).Details.RetryAfterSeconds != 1 {
+		t.Fatalf("request with a token that could not be checked: err = %v, want 503 with Retry-After 1", err)
+	}
+	l := must[*Login](t)(NewLogin(LoginOptions{Tokens: a}))
+	w := postLogin(l, "token="+token(t, "alice"), "application/x-www-form-urlencoded", nil)
+	var st metav1.Status
+	if err := json.Unmarshal(w.Body.Bytes(), &st); err != nil || w.Code != http.StatusServiceUnavailable || st.Code != http.StatusServiceUnavailable ||
+		st.Kind != "Status" || st.Message == "" || w.Header().Get("Retry-After") != "1" || len(w.Result().Cookies()) != 0 {
+		t.Fatalf("login with a token that could not be checked: %d %s (Retry-After %q)", w.Code, w.Body, w.Header().Get("Retry-After"))
 	}
 	z, err := NewSubjectAccessReview(SubjectAccessReviewOptions{Client: weak})
 	if err != nil {

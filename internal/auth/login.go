@@ -112,8 +112,10 @@ func (l *Login) ServeLogin(w http.ResponseWriter, r *http.Request) {
 			switch st.Code {
 			case http.StatusUnauthorized, http.StatusTooManyRequests:
 			default:
+				// Not the token's fault (the apiserver could not be
+				// asked): 503 with Retry-After, never a login.
 				l.log.Warn("login: token could not be checked", zap.Error(err))
-				st = apistatus.New(http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "the token could not be checked; try again")
+				st = apistatus.FromError(unavailable("authentication"))
 			}
 			if st.Code == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="kubegate"`)

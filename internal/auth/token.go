@@ -264,6 +264,13 @@ func (b *Bearer) Authenticate(r *http.Request) (*User, error) {
 		// (apiserver down, review queues full): not the caller's failure.
 		refund()
 	}
+	if errors.Is(err, ErrReviewFailed) {
+		// The token could not be checked, which says nothing about the
+		// token: 503 with Retry-After, as for a SubjectAccessReview that
+		// could not be made, so that clients try again instead of
+		// asking their user for another token.
+		return nil, unavailable("authentication")
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -340,9 +340,11 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			st := apistatus.FromError(err)
 			switch st.Code {
 			case http.StatusUnauthorized:
-			case http.StatusTooManyRequests:
+			case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 				// Too many failed credentials from the client's address,
 				// or the review queues are full: 429 with Retry-After.
+				// The token could not be checked (the apiserver could
+				// not be asked): 503 with Retry-After, never let in.
 				apistatus.Write(w, st)
 				return
 			default:
