@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -152,6 +153,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	eo := EnvOptions{GatewayBinary: o.GatewayBinary, Pods: o.Pods, Namespaces: o.Namespaces, Log: o.Log}
 	if z.AbuseResync < DefaultSizes.AbuseResync {
 		eo.MinResync = z.AbuseResync
+	}
+	if slices.Contains(o.Scenarios, ScenarioScale) {
+		eo.APIServerFlags = scaleAPIServerFlags
 	}
 	env, err := StartEnv(ctx, eo)
 	if err != nil {
