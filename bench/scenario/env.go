@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"time"
@@ -71,6 +72,9 @@ type EnvOptions struct {
 	// MinResync, when set, is the gateway's cache.minResync (its default
 	// is 5s).
 	MinResync time.Duration
+	// APIServerFlags add kube-apiserver flags or override the Env's,
+	// keyed by name without dashes. Default none.
+	APIServerFlags map[string]string
 	// Log receives progress lines. Default none.
 	Log io.Writer
 }
@@ -105,12 +109,12 @@ func StartEnv(ctx context.Context, o EnvOptions) (*Env, error) {
 		}
 	}()
 	t0 := time.Now()
-	e.cp, err = controlplane.Start(ctx, controlplane.Options{
-		// The default (400 + 200 in flight) is sized for a real cluster;
-		// thousands of watches and a creating storm need more room, and the
-		// gateway side has no such limit either.
-		ExtraAPIServerFlags: map[string]string{"max-requests-inflight": "4000", "max-mutating-requests-inflight": "2000"},
-	})
+	// The default (400 + 200 in flight) is sized for a real cluster;
+	// thousands of watches and a creating storm need more room, and the
+	// gateway side has no such limit either.
+	flags := map[string]string{"max-requests-inflight": "4000", "max-mutating-requests-inflight": "2000"}
+	maps.Copy(flags, o.APIServerFlags)
+	e.cp, err = controlplane.Start(ctx, controlplane.Options{ExtraAPIServerFlags: flags})
 	if err != nil {
 		return nil, fmt.Errorf("control plane: %w", err)
 	}

@@ -232,7 +232,8 @@ func Goals(figs []Figure) []Goal {
 	lines = append(lines, passThroughGoals(get)...)
 	lines = append(lines, windowGoals(figs)...)
 	lines = append(lines, viewChurnGoals(figs)...)
-	return append(lines, tenantsGoals(figs)...)
+	lines = append(lines, tenantsGoals(figs)...)
+	return append(lines, scaleGoals(figs)...)
 }
 
 // passThroughGoals judges the passthrough scenario: what passing a write

@@ -5,8 +5,9 @@ import (
 	"strings"
 )
 
-// The goals of issues 29 (viewchurn) and 30 (tenants), as values:
-// viewChurnGoals and tenantsGoals judge a run's figures against these.
+// The goals of issues 29 (viewchurn, scale) and 30 (tenants), as
+// values: viewChurnGoals, scaleGoals and tenantsGoals judge a run's
+// figures against these.
 const (
 	// goalChurnRatio: the victims' window update p99 while a client
 	// churns views, at most this many times their p99 without it.
@@ -25,6 +26,9 @@ const (
 	// goalTableWatchCPU: a Table watch event's gateway CPU at most this
 	// many times a JSON watch event's.
 	goalTableWatchCPU = 2.0
+	// goalCacheJSON: the cache's memory (its live heap) at most this
+	// many times the JSON it holds, set at goalPods Pods.
+	goalCacheJSON = 1.5
 	// goalTenantRatio: the victim's p99 (window updates, object events,
 	// REST lists) under an attack, at most this many times its baseline's.
 	goalTenantRatio = 2.0

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,8 +36,10 @@ var DefaultScenarios = []string{"setup", "idle", "snapshot", ScenarioREST, "upst
 // through the gateway's pass-through, on a gateway of its own. windows,
 // viewchurn and tenants create Pods up to their sizes (100,000, 20,000
 // and 20,000 by default, minutes on two cores), after which the scenarios
-// that count the workload's Pods do not hold: name them last.
-var OptInScenarios = []string{ScenarioPassThrough, ScenarioWindows, ScenarioViewChurn, ScenarioTenants}
+// that count the workload's Pods do not hold: name them last. scale
+// creates a million small ConfigMaps in namespaces of its own (tens of
+// minutes on two cores), which the Env's gateway caches too.
+var OptInScenarios = []string{ScenarioPassThrough, ScenarioWindows, ScenarioViewChurn, ScenarioTenants, ScenarioScale}
 
 // scenarios maps names to their implementations.
 var scenarios = map[string]func(context.Context, *Env, Sizes, io.Writer) ([]Figure, error){
@@ -61,6 +64,7 @@ var scenarios = map[string]func(context.Context, *Env, Sizes, io.Writer) ([]Figu
 	ScenarioWindows:     scenarioWindows,
 	ScenarioViewChurn:   scenarioViewChurn,
 	ScenarioTenants:     scenarioTenants,
+	ScenarioScale:       scenarioScale,
 }
 
 // withDefaults fills zero sizes from DefaultSizes.
@@ -124,6 +128,8 @@ func (z Sizes) withDefaults() Sizes {
 	setF(&z.ViewChurnWSRate, d.ViewChurnWSRate)
 	set(&z.ViewChurnWatchers, d.ViewChurnWatchers)
 	z.Tenants = z.Tenants.withDefaults(d.Tenants)
+	set(&z.ScaleConfigMaps, d.ScaleConfigMaps)
+	setD(&z.ScaleListTimeout, d.ScaleListTimeout)
 	setD(&z.Drain, d.Drain)
 	setD(&z.Settle, d.Settle)
 	return z
@@ -147,6 +153,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	eo := EnvOptions{GatewayBinary: o.GatewayBinary, Pods: o.Pods, Namespaces: o.Namespaces, Log: o.Log}
 	if z.AbuseResync < DefaultSizes.AbuseResync {
 		eo.MinResync = z.AbuseResync
+	}
+	if slices.Contains(o.Scenarios, ScenarioScale) {
+		eo.APIServerFlags = scaleAPIServerFlags
 	}
 	env, err := StartEnv(ctx, eo)
 	if err != nil {

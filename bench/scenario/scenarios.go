@@ -109,6 +109,13 @@ type Sizes struct {
 	ViewChurnWatchers int
 	// Tenants sizes the tenants scenario (tenants.go).
 	Tenants TenantsSizes
+	// ScaleConfigMaps: the small ConfigMaps the scale scenario creates
+	// (up to this many) and measures at; ScaleListTimeout bounds each of
+	// its full lists, which past it is recorded as unfinished (scale.go).
+	// It times WindowOpens new sort orders per form and waits up to
+	// WindowGCWait for each live heap reading, as windows does.
+	ScaleConfigMaps  int
+	ScaleListTimeout time.Duration
 	// ResyncBudget is the per-client resync budget (objects/s) the abuse
 	// scenario's goal holds the gateway to: the default of the gateway's
 	// websocket.resyncBudget. The harness does not configure the gateway's.
@@ -140,8 +147,9 @@ var DefaultSizes = Sizes{
 	WindowPods: []int{10_000, 100_000}, Windows: 1000, WindowRate: 100, WindowOpens: 20, WindowGCWait: 150 * time.Second,
 	ViewChurnPods: 20_000, ViewChurnVictims: 4, ViewChurnWindows: 20, ViewChurnRate: 20, ViewChurnDuration: 20 * time.Second,
 	ViewChurnRESTRate: 20, ViewChurnWSRate: 10, ViewChurnWatchers: 50, PassThroughWrites: 500,
-	Tenants: DefaultTenantsSizes,
-	Drain:   60 * time.Second, Settle: 2 * time.Second,
+	Tenants:         DefaultTenantsSizes,
+	ScaleConfigMaps: 1_000_000, ScaleListTimeout: 10 * time.Minute,
+	Drain: 60 * time.Second, Settle: 2 * time.Second,
 }
 
 // FullSizes are the full target sizes (idle 5k, broad U=100/s, selective
@@ -157,8 +165,9 @@ var FullSizes = Sizes{
 	WindowPods: []int{10_000, 100_000}, Windows: 1000, WindowRate: 100, WindowOpens: 50, WindowGCWait: 150 * time.Second,
 	ViewChurnPods: 100_000, ViewChurnVictims: 4, ViewChurnWindows: 20, ViewChurnRate: 20, ViewChurnDuration: 30 * time.Second,
 	ViewChurnRESTRate: 40, ViewChurnWSRate: 18, ViewChurnWatchers: 50, PassThroughWrites: 2000,
-	Tenants: DefaultTenantsSizes,
-	Drain:   120 * time.Second, Settle: 2 * time.Second,
+	Tenants:         DefaultTenantsSizes,
+	ScaleConfigMaps: 1_000_000, ScaleListTimeout: 10 * time.Minute,
+	Drain: 120 * time.Second, Settle: 2 * time.Second,
 }
 
 // watchArms builds the arms named: gateway, apiserver/json,

@@ -53,7 +53,9 @@ var smokeSizes = Sizes{
 		Rate: 20, ListRate: 4, VictimWindows: 3, FloodRate: 100, FloodConns: 10, NewTokens: 2,
 		ChurnRate: 10, LongSelectorRate: 3, WSChurnRate: 5, Hoard: 30, ReviewRate: 5, SocketIdentities: 2, SocketsPerIdentity: 5},
 	PassThroughWrites: 20,
-	Drain:             30 * time.Second, Settle: 200 * time.Millisecond,
+	// scale creates 200 small ConfigMaps; no live heap figures either.
+	ScaleConfigMaps: 200,
+	Drain:           30 * time.Second, Settle: 200 * time.Millisecond,
 }
 
 // TestSmoke runs every scenario at tiny sizes against a real control plane
@@ -301,6 +303,7 @@ func TestSmoke(t *testing.T) {
 	}
 	smokeViewChurn(t, got, want, positive, zero)
 	smokeTenants(t, want, positive, zero)
+	smokeScale(t, r.Figures, want, positive)
 	judged := map[string]bool{}
 	for _, g := range Goals(r.Figures) {
 		judged[strings.SplitN(g.Goal, ":", 2)[0]] = true
@@ -396,4 +399,49 @@ func smokeTenants(t *testing.T, want func(string, string, string) Figure, positi
 	}
 	positive(s, ArmGateway, "victim new socket to its first window: tried"+sfx)
 	zero(s, ArmGateway, "victim new socket to its first window: not served"+sfx)
+}
+
+// smokeScale checks the scale scenario's figures: every list finished
+// with every small ConfigMap, on both servers, and the goal met.
+func smokeScale(t *testing.T, figs []Figure, want func(string, string, string) Figure, positive func(string, string, string)) {
+	t.Helper()
+	const s = ScenarioScale
+	n := float64(smokeSizes.ScaleConfigMaps)
+	if f := want(s, ArmBench, scaleSmall); f.Value != n {
+		t.Errorf("scale: %v small configmaps, want %v", f.Value, n)
+	}
+	if f := want(s, ArmGateway, scaleObjects); f.Value <= n {
+		t.Errorf("scale: the gateway caches %v configmaps, want more than the %v small ones", f.Value, n)
+	}
+	for _, m := range []string{scaleReady, "gateway CPU to ready", scaleInuseSync, scaleRSSSync, scaleNewTable, "gateway CPU per first window, new table",
+		scaleNewSortWS + " (median)", scaleNewSortWS + " (max)", "gateway CPU per " + scaleNewSortWS,
+		scaleNewSortREST + " (median)", scaleNewSortREST + " (max)", "gateway CPU per " + scaleNewSortREST,
+		scaleCachedJSON, "RSS per object after sync"} {
+		positive(s, ArmGateway, m)
+	}
+	for _, m := range []string{scaleRSSSync, scaleInuseSync, "etcd database size", "kube-apiserver CPU during the sync"} {
+		positive(s, ArmAPIServer, m)
+	}
+	for _, arm := range []string{ArmGateway, ArmAPIServerRVUnset} {
+		for _, page := range []string{scaleFirstTable, scaleFirstPage} {
+			positive(s, arm, page+" p50")
+			positive(s, arm, page+" items")
+		}
+		for _, what := range []string{scaleFullJSON, scaleFullTable} {
+			positive(s, arm, what+scaleTime)
+			positive(s, arm, what+scaleSize)
+			positive(s, arm, what+scaleServerCPU)
+			if f := want(s, arm, what+" small configmaps"); f.Value != n {
+				t.Errorf("scale: %s's %s held %v small configmaps, want %v", arm, what, f.Value, n)
+			}
+		}
+	}
+	if _, dup := indexFigures(figs).get(s, ArmAPIServerRV0, scaleFirstTable+" p50"); dup {
+		t.Error("scale: the first page was listed at resourceVersion 0, where kube-apiserver ignores its limit")
+	}
+	for _, g := range scaleGoals(figs) {
+		if strings.Contains(g.Goal, "recorded beside kube-apiserver's") && !g.Met() {
+			t.Errorf("scale: %s", g)
+		}
+	}
 }

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"kubegate/bench/harness"
 	"kubegate/bench/workload"
 )
 
@@ -223,24 +222,13 @@ func viewChurnAt(ctx context.Context, env *Env, z Sizes, n int, log io.Writer) (
 	}
 	tc := newTimingConn(c)
 	defer tc.Close()
-	c0, err := harness.ReadCPU(g.PID)
+	d, cpu, _, err := openNewTable(ctx, tc, g.PID, nameWindow("table", 0), n)
 	if err != nil {
 		return figs, err
 	}
-	d, first, err := tc.open(ctx, nameWindow("table", 0))
-	if err != nil {
-		return figs, fmt.Errorf("first window: %w", err)
-	}
-	if err := checkFirstWindow(first, n, 0); err != nil {
-		return figs, err
-	}
-	c1, err := harness.ReadCPU(g.PID)
-	if err != nil {
-		return figs, err
-	}
-	fmt.Fprintf(log, "  first window on a new table of %d pods: %v (gateway CPU %v)\n", n, d.Round(time.Millisecond), c1.Since(c0).Round(time.Millisecond))
+	fmt.Fprintf(log, "  first window on a new table of %d pods: %v (gateway CPU %v)\n", n, d.Round(time.Millisecond), cpu.Round(time.Millisecond))
 	fig(fmt.Sprintf("first window, new table (%d pods)", n), "ms", Milliseconds(d))
-	fig(fmt.Sprintf("gateway CPU per first window, new table (%d pods)", n), "ms", Milliseconds(c1.Since(c0)))
+	fig(fmt.Sprintf("gateway CPU per first window, new table (%d pods)", n), "ms", Milliseconds(cpu))
 
 	// The victims' windows.
 	rv, err := currentRV(ctx, env.Client())

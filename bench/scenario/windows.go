@@ -321,6 +321,49 @@ func checkFirstWindow(f serverFrame, n, offset int) error {
 	return nil
 }
 
+// openNewTable opens the first window of a table on tc, s over n
+// objects, and returns the time to its first WINDOW frame (checked by
+// checkFirstWindow), the gateway's (pid) CPU meanwhile and the frame.
+func openNewTable(ctx context.Context, tc *timingConn, pid int, s windowSubscribe, n int) (d, cpu time.Duration, f serverFrame, err error) {
+	c0, err := harness.ReadCPU(pid)
+	if err != nil {
+		return 0, 0, f, err
+	}
+	d, f, err = tc.open(ctx, s)
+	if err != nil {
+		return 0, 0, f, fmt.Errorf("first window: %w", err)
+	}
+	if err := checkFirstWindow(f, n, s.Offset); err != nil {
+		return 0, 0, f, err
+	}
+	c1, err := harness.ReadCPU(pid)
+	if err != nil {
+		return 0, 0, f, err
+	}
+	return d, c1.Since(c0), f, nil
+}
+
+// firstWindowCase is a case timing windows s(rep) over n objects on the
+// timing socket tc, each checked by checkFirstWindow and unsubscribed
+// before the next, the gateway being pid.
+func firstWindowCase(tc *timingConn, pid, n int, metric string, s func(rep int) windowSubscribe) timedCase {
+	return timedCase{arm: ArmGateway, metric: metric, pid: pid, run: func(ctx context.Context, rep int) (time.Duration, error) {
+		ws := s(rep)
+		d, f, err := tc.open(ctx, ws)
+		if err != nil {
+			return 0, err
+		}
+		if err := checkFirstWindow(f, n, ws.Offset); err != nil {
+			return 0, err
+		}
+		if err := tc.close(ctx, ws.ID); err != nil {
+			return 0, err
+		}
+		time.Sleep(windowRepPause)
+		return d, nil
+	}}
+}
+
 // timedCase is a first-window case or a kube-apiserver arm: each run
 // returns the time to the first rows.
 type timedCase struct {
@@ -608,43 +651,16 @@ func windowsAt(ctx context.Context, env *Env, z Sizes, n int, log io.Writer) ([]
 	defer tc.Close()
 
 	// The first window on Pods builds the table.
-	c0, err := harness.ReadCPU(g.PID)
+	d, cpu, _, err := openNewTable(ctx, tc, g.PID, nameWindow("table", 0), n)
 	if err != nil {
 		return nil, err
 	}
-	d, f, err := tc.open(ctx, nameWindow("table", 0))
-	if err != nil {
-		return nil, fmt.Errorf("first window: %w", err)
-	}
-	if err := checkFirstWindow(f, n, 0); err != nil {
-		return nil, err
-	}
-	c1, err := harness.ReadCPU(g.PID)
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(log, "  first window on a new table: %v (gateway CPU %v)\n", d.Round(time.Millisecond), c1.Since(c0).Round(time.Millisecond))
+	fmt.Fprintf(log, "  first window on a new table: %v (gateway CPU %v)\n", d.Round(time.Millisecond), cpu.Round(time.Millisecond))
 	fig(ArmGateway, "first window, new table", "ms", Milliseconds(d))
-	fig(ArmGateway, "gateway CPU per first window, new table", "ms", Milliseconds(c1.Since(c0)))
+	fig(ArmGateway, "gateway CPU per first window, new table", "ms", Milliseconds(cpu))
 
-	// first returns a case timing windows of s on the timing socket,
-	// each unsubscribed before the next.
 	first := func(metric string, s func(rep int) windowSubscribe) timedCase {
-		return timedCase{arm: ArmGateway, metric: metric, pid: g.PID, run: func(ctx context.Context, rep int) (time.Duration, error) {
-			ws := s(rep)
-			d, f, err := tc.open(ctx, ws)
-			if err != nil {
-				return 0, err
-			}
-			if err := checkFirstWindow(f, n, ws.Offset); err != nil {
-				return 0, err
-			}
-			if err := tc.close(ctx, ws.ID); err != nil {
-				return 0, err
-			}
-			time.Sleep(windowRepPause)
-			return d, nil
-		}}
+		return firstWindowCase(tc, g.PID, n, metric, s)
 	}
 	newSort, err := runTimed(ctx, first("first window, new sort order", func(rep int) windowSubscribe {
 		o := newSortOrders[rep%len(newSortOrders)]

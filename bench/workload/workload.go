@@ -175,53 +175,32 @@ func CreateWorkload(ctx context.Context, c kubernetes.Interface, k, pods, worker
 			return w, fmt.Errorf("create namespace %s: %w", ns, err)
 		}
 	}
-	var (
-		next, withMF, withoutMF atomic.Int64
-		wg                      sync.WaitGroup
-		errOnce                 sync.Once
-		firstErr                error
-	)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	total := int64(pods + w.ConfigMaps)
-	for range max(workers, 1) {
-		wg.Go(func() {
-			for {
-				j := next.Add(1) - 1
-				if j >= total || ctx.Err() != nil {
-					return
-				}
-				var err error
-				if j < int64(pods) {
-					key := PodAt(int(j), k)
-					var p *corev1.Pod
-					p, err = c.CoreV1().Pods(key.Namespace).Create(ctx, NewPod(key, int(j)), metav1.CreateOptions{})
-					if err == nil {
-						b, _ := json.Marshal(p)
-						withMF.Add(int64(len(b)))
-						p.ManagedFields = nil
-						b, _ = json.Marshal(p)
-						withoutMF.Add(int64(len(b)))
-					}
-				} else {
-					i := int(j) - pods
-					cm := &corev1.ConfigMap{
-						ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web-config-%04d", i), Namespace: NamespaceName(i % k),
-							Labels: map[string]string{PartOfLabel: PartOfValue, ShardLabel: fmt.Sprintf("shard-%d", i%Shards)}},
-						Data: map[string]string{"web.yaml": fmt.Sprintf("listen: :8080\nworkers: 8\nupstream: http://api-%d.svc:8080\n", i)},
-					}
-					_, err = c.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
-				}
-				if err != nil {
-					errOnce.Do(func() { firstErr = err; cancel() })
-					return
-				}
+	var withMF, withoutMF atomic.Int64
+	err := createEach(ctx, 0, pods+w.ConfigMaps, workers, func(ctx context.Context, j int) error {
+		if j < pods {
+			key := PodAt(j, k)
+			p, err := c.CoreV1().Pods(key.Namespace).Create(ctx, NewPod(key, j), metav1.CreateOptions{})
+			if err != nil {
+				return err
 			}
-		})
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return w, fmt.Errorf("create workload: %w", firstErr)
+			b, _ := json.Marshal(p)
+			withMF.Add(int64(len(b)))
+			p.ManagedFields = nil
+			b, _ = json.Marshal(p)
+			withoutMF.Add(int64(len(b)))
+			return nil
+		}
+		i := j - pods
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web-config-%04d", i), Namespace: NamespaceName(i % k),
+				Labels: map[string]string{PartOfLabel: PartOfValue, ShardLabel: fmt.Sprintf("shard-%d", i%Shards)}},
+			Data: map[string]string{"web.yaml": fmt.Sprintf("listen: :8080\nworkers: 8\nupstream: http://api-%d.svc:8080\n", i)},
+		}
+		_, err := c.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		return w, fmt.Errorf("create workload: %w", err)
 	}
 	if pods > 0 {
 		w.PodJSONBytesServed = float64(withMF.Load()) / float64(pods)
@@ -233,6 +212,19 @@ func CreateWorkload(ctx context.Context, c kubernetes.Interface, k, pods, worker
 // CreatePods creates Pods from..to-1 (PodAt with k namespaces), 16 at a
 // time.
 func CreatePods(ctx context.Context, c kubernetes.Interface, k, from, to int) error {
+	return createEach(ctx, from, to, 16, func(ctx context.Context, j int) error {
+		key := PodAt(j, k)
+		if _, err := c.CoreV1().Pods(key.Namespace).Create(ctx, NewPod(key, j), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create pod %s/%s: %w", key.Namespace, key.Name, err)
+		}
+		return nil
+	})
+}
+
+// createEach calls create for every j from..to-1, workers at a time, and
+// returns the first error; after it, no further create starts and the
+// context of those running is cancelled.
+func createEach(ctx context.Context, from, to, workers int, create func(ctx context.Context, j int) error) error {
 	var (
 		next    atomic.Int64
 		wg      sync.WaitGroup
@@ -242,16 +234,15 @@ func CreatePods(ctx context.Context, c kubernetes.Interface, k, from, to int) er
 	next.Store(int64(from))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for range 16 {
+	for range max(workers, 1) {
 		wg.Go(func() {
 			for {
 				j := int(next.Add(1) - 1)
 				if j >= to || ctx.Err() != nil {
 					return
 				}
-				key := PodAt(j, k)
-				if _, err := c.CoreV1().Pods(key.Namespace).Create(ctx, NewPod(key, j), metav1.CreateOptions{}); err != nil {
-					errOnce.Do(func() { first = fmt.Errorf("create pod %s/%s: %w", key.Namespace, key.Name, err); cancel() })
+				if err := create(ctx, j); err != nil {
+					errOnce.Do(func() { first = err; cancel() })
 					return
 				}
 			}

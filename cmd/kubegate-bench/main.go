@@ -126,6 +126,8 @@ func main() {
 	flag.Float64Var(&t.ReviewRate, "tenants-review-rate", dt.ReviewRate, "tenants: review-flood's name-selected cluster-wide lists per second")
 	flag.IntVar(&t.SocketIdentities, "tenants-socket-identities", dt.SocketIdentities, "tenants: socket-fill's ServiceAccounts without RBAC")
 	flag.IntVar(&t.SocketsPerIdentity, "tenants-sockets-per-identity", dt.SocketsPerIdentity, "tenants: sockets each of them tries to hold")
+	flag.IntVar(&z.ScaleConfigMaps, "scale-configmaps", d.ScaleConfigMaps, "scale: small ConfigMaps (one data key each, in 100 namespaces of their own) to create and measure at; it times -windows-opens new sorts and waits up to -windows-gc-wait for each live heap")
+	flag.DurationVar(&z.ScaleListTimeout, "scale-list-timeout", d.ScaleListTimeout, "scale: longest wait for one full list of every ConfigMap, past which it is recorded as unfinished")
 	flag.DurationVar(&z.Drain, "drain", d.Drain, "longest wait for deliveries after the last write")
 	flag.StringVar(&z.PerfDir, "perf", "", "record perf CPU profiles of the gateway and kube-apiserver during the broad, selective and burst scenarios (and of the gateway during upstream) into this `dir`")
 	flag.BoolVar(&z.ProtoHTTP2, "proto-http2", false, "put the protobuf arm's watches on one HTTP/2 connection (client-go's default) instead of one HTTP/1.1 connection each")
@@ -176,6 +178,8 @@ func main() {
 			"viewchurn-rest-rate": func() { z.ViewChurnRESTRate = explicit.ViewChurnRESTRate },
 			"viewchurn-ws-rate":   func() { z.ViewChurnWSRate = explicit.ViewChurnWSRate },
 			"viewchurn-watchers":  func() { z.ViewChurnWatchers = explicit.ViewChurnWatchers },
+			"scale-configmaps":    func() { z.ScaleConfigMaps = explicit.ScaleConfigMaps },
+			"scale-list-timeout":  func() { z.ScaleListTimeout = explicit.ScaleListTimeout },
 		}
 		// The tenants scenario's sizes are issue 30's in both: its flags
 		// (defaults or set) are kept whole.
