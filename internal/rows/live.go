@@ -1,6 +1,7 @@
 package rows
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
@@ -60,8 +61,8 @@ func createdAt(o *informer.Object) Cell {
 // the pod decoded.
 func podRestarts(o *informer.Object, printed Cell) Cell {
 	var s string
-	if unmarshal(printed.Raw, &s) != nil || !strings.Contains(s, " (") {
-		return printed
+	if !bytes.Contains(printed.Raw, []byte(" (")) || unmarshal(printed.Raw, &s) != nil || !strings.Contains(s, " (") {
+		return printed // most pods: a count alone, nothing to decode
 	}
 	pod := slim[podRestartFields](o)
 	if pod == nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -264,7 +265,11 @@ func (p *Printer) cells(o *informer.Object) []Cell {
 		}
 		return cells
 	}
-	dec := jsontext.NewDecoder(bytes.NewReader(o.Cells))
+	cd := cellDecoders.Get().(*cellDecoder)
+	defer cd.release()
+	cd.src = *bytes.NewBuffer(o.Cells)
+	dec := &cd.dec
+	dec.Reset(&cd.src) // reads o.Cells in place
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '[' {
 		return cells
 	}
@@ -275,12 +280,33 @@ func (p *Printer) cells(o *informer.Object) []Cell {
 		}
 		off := dec.InputOffset()
 		raw := o.Cells[off-int64(len(v)) : off : off] // kube-apiserver's bytes, shared
-		cells[i] = static(raw, p.typed(i, v))
+		cells[i] = static(raw, p.typed(i, v, &cd.scratch))
 		if p.live[i] != nil {
 			cells[i] = p.live[i](o, cells[i])
 		}
 	}
 	return cells
+}
+
+// cellDecoder reads one object's cells; cells takes one from
+// cellDecoders for each row it computes, as a first table computes a row
+// per object.
+type cellDecoder struct {
+	src     bytes.Buffer
+	dec     jsontext.Decoder
+	scratch []byte // unquoted text
+}
+
+var cellDecoders = sync.Pool{New: func() any { return new(cellDecoder) }}
+
+// release puts cd back, holding no object's bytes.
+func (cd *cellDecoder) release() {
+	cd.src = bytes.Buffer{}
+	cd.dec.Reset(&cd.src)
+	if cap(cd.scratch) > 4096 {
+		cd.scratch = nil
+	}
+	cellDecoders.Put(cd)
 }
 
 // countOf reads a count shown with its total ("1/2" ready containers):
@@ -311,10 +337,11 @@ func digits(s string) bool {
 // kube-apiserver shows them), text that is a number or a quantity as a
 // number, a count with its total ("1/2") as the count, other text as
 // text, booleans as "true" and "false", null as missing.
-func (p *Printer) typed(i int, v jsontext.Value) cell.Value {
+func (p *Printer) typed(i int, v jsontext.Value, scratch *[]byte) cell.Value {
 	switch v.Kind() {
 	case '"':
-		b, err := jsontext.AppendUnquote(nil, v)
+		b, err := jsontext.AppendUnquote((*scratch)[:0], v)
+		*scratch = b
 		if err != nil {
 			return cell.Value{}
 		}
