@@ -153,6 +153,14 @@ func New(cfg config.Config, opts Options) (*Gateway, error) {
 		Logger:                   log.Named("informer"),
 		DiscoveryRefreshInterval: opts.DiscoveryRefreshInterval,
 		Registerer:               g.rr,
+		// The live tables of configured resources are built as their
+		// caches sync, and gate readiness with them (httpapi's
+		// /readyz): a first window on one builds only its own view.
+		OnStart: func(r *informer.Resource, configured bool) {
+			if configured {
+				g.tables.Warm(r)
+			}
+		},
 	}); err != nil {
 		return nil, err
 	}
@@ -341,6 +349,9 @@ func (g *Gateway) Registry() *prometheus.Registry { return g.reg }
 
 // Informers is the gateway's cache.
 func (g *Gateway) Informers() *informer.Manager { return g.mgr }
+
+// Tables are the live tables of WebSocket windows and REST sorted lists.
+func (g *Gateway) Tables() *feed.Tables { return g.tables }
 
 // WebSocket is the /ws server.
 func (g *Gateway) WebSocket() *ws.Server { return g.ws }

@@ -385,8 +385,10 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("ok\n"))
 }
 
-// readyz answers 200 once the configured informers have synced and their
-// requests are not failing, else 503 with a body naming what is not.
+// readyz answers 200 once the configured informers have synced, their
+// requests are not failing and their live tables are built (so that a
+// first window on one only builds its own view), else 503 with a body
+// naming what is not.
 // ?verbose lists every resource; those started on first use are marked
 // "on demand" and do not gate readiness (see informer.Options.Resources).
 //
@@ -399,15 +401,27 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	_, verbose := r.URL.Query()["verbose"]
 	ready := s.opts.Manager.Ready()
-	detail := (verbose || ready != nil) && s.mayReadMetrics(r)
-	// The verdict is Manager.Ready's alone; the lines only explain it.
+	var tables error
+	if ready == nil {
+		// Then the live tables of the configured resources: a first
+		// window on one of them only builds its own view.
+		tables = s.opts.Tables.Ready(s.opts.Manager.Configured())
+	}
+	detail := (verbose || ready != nil || tables != nil) && s.mayReadMetrics(r)
+	// The verdict is Manager.Ready's, then the tables'; the lines only
+	// explain it.
 	b := informerChecks(s.opts.Manager.Status(), detail)
-	if ready != nil {
-		if detail {
-			fmt.Fprintf(b, "[-]informers: %v\n", ready)
-		} else {
-			b.WriteString("[-]informers failed: reason withheld\n")
-		}
+	switch {
+	case ready != nil && detail:
+		fmt.Fprintf(b, "[-]informers: %v\n", ready)
+	case ready != nil:
+		b.WriteString("[-]informers failed: reason withheld\n")
+	case tables != nil:
+		fmt.Fprintf(b, "[-]%v\n", tables) // names resources only, as the lines above do
+	default:
+		b.WriteString("[+]live tables ok\n")
+	}
+	if ready != nil || tables != nil {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte(b.String() + "readyz check failed\n"))
 		return

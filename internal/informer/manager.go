@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -73,6 +74,12 @@ type Options struct {
 	Logger *zap.Logger
 	// Registerer receives the manager's metrics; nil registers nothing.
 	Registerer prometheus.Registerer
+	// OnStart, if set, is called each time a resource's informer has
+	// started (at Start for Resources, on first use, and again when a
+	// configured resource that went away is served again), before it
+	// has synced, with whether the resource is one of Resources. It must
+	// not block.
+	OnStart func(r *Resource, configured bool)
 
 	health *apiHealth // set by withDefaults
 
@@ -336,6 +343,12 @@ func (m *Manager) ResourceFor(ctx context.Context, info *ResourceInfo) (*Resourc
 	if r.initErr != nil {
 		return nil, r.initErr
 	}
+	if m.opts.OnStart != nil {
+		m.mu.Lock()
+		_, configured := m.gating[info.GVR]
+		m.mu.Unlock()
+		m.opts.OnStart(r, configured)
+	}
 	return r, nil
 }
 
@@ -536,6 +549,20 @@ func (m *Manager) started() []*Resource {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Info.GVR.String() < out[j].Info.GVR.String() })
 	return out
+}
+
+// Configured returns the started resources of Options.Resources that
+// the apiserver serves, those that gate readiness, sorted by group,
+// version and resource.
+func (m *Manager) Configured() []*Resource {
+	rs := m.started()
+	m.mu.Lock()
+	rs = slices.DeleteFunc(rs, func(r *Resource) bool {
+		_, ok := m.gating[r.Info.GVR]
+		return !ok
+	})
+	m.mu.Unlock()
+	return slices.DeleteFunc(rs, func(r *Resource) bool { return r.goneErr() != nil })
 }
 
 // ResourceStatus is one resource's state for /readyz and status pages.

@@ -228,6 +228,75 @@ func (ts *Tables) Open(ctx context.Context, r *informer.Resource, q livequery.Qu
 	return &Window{Window: lw, data: f.data, release: func() { ts.release(f) }}, nil
 }
 
+// Warm builds r's table ahead of its first window: once r's cache has
+// synced, its feeder starts, as the first Open would start it, and keeps
+// the table with no window (see Options.IdleGrace). Warm returns at
+// once; a table that exists already is left as it is. The build runs
+// on Tables' goroutines and stops with them. If r cannot sync, nothing
+// is built, and the first Open builds the table as usual.
+func (ts *Tables) Warm(r *informer.Resource) {
+	ts.mu.Lock()
+	if ts.stopped {
+		ts.mu.Unlock()
+		return
+	}
+	ts.wg.Add(1) // under mu, with stopped false: Start has not begun to wait
+	ts.mu.Unlock()
+	go func() {
+		defer ts.wg.Done()
+		if err := r.WaitForSync(ts.ctx); err != nil {
+			return
+		}
+		f, err := ts.acquire(ts.ctx, r)
+		if err != nil {
+			ts.log.Debug("live table not built ahead of its first window", zap.String("resource", r.Info.GVR.String()), zap.Error(err))
+			return
+		}
+		ts.release(f)
+	}()
+}
+
+// Built reports whether r's table holds its first snapshot, so that a
+// window on r only builds its own view.
+func (ts *Tables) Built(r *informer.Resource) bool {
+	ts.mu.Lock()
+	f := ts.feeders[r.Info.GVR]
+	ts.mu.Unlock()
+	if f == nil || f.res != r {
+		return false
+	}
+	select {
+	case <-f.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// Ready returns nil once the table of each of rs is built (Built), else
+// an error naming those that are not. It warms (Warm) a synced resource
+// that has no table, so that a table ended with its schema (or one whose
+// first build found the cache unsynced) is built again.
+func (ts *Tables) Ready(rs []*informer.Resource) error {
+	var building []string
+	for _, r := range rs {
+		if ts.Built(r) {
+			continue
+		}
+		building = append(building, r.Info.GVR.GroupResource().String())
+		ts.mu.Lock()
+		f := ts.feeders[r.Info.GVR]
+		ts.mu.Unlock()
+		if (f == nil || f.res != r) && r.Synced() {
+			ts.Warm(r)
+		}
+	}
+	if len(building) > 0 {
+		return fmt.Errorf("live tables not built yet: %v", building)
+	}
+	return nil
+}
+
 // acquire returns r's feeder with one more reference, starting it if
 // there is none. The schema of a new table is computed with no lock
 // held: it may read other resources.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -332,5 +333,51 @@ func TestStopEndsTables(t *testing.T) {
 	}
 	if n := r.Status().Listeners; n != 0 {
 		t.Fatalf("%d listeners after Start returned, want none", n)
+	}
+}
+
+// Warm builds a table with no window, as its cache syncs; the first
+// window then finds it built and shares it. Ready reports a table not
+// built yet, builds one for a synced resource that has none, and
+// reports nil once every table holds its snapshot.
+func TestWarm(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	createCM(t, ns, "a", nil)
+	createCM(t, ns, "b", nil)
+	m := startManager(t, env.Config)
+	cms := resource(t, m, "configmaps")
+	ts := startTables(t, Options{})
+
+	ts.Warm(cms)
+	testenv.Eventually(t, "the warmed table to be built", func() bool { return ts.Built(cms) })
+	warmed := ts.feeders[cms.Info.GVR]
+	if n := warmed.table.Len(); n < 2 {
+		t.Fatalf("the warmed table holds %d rows, want at least the namespace's 2", n)
+	}
+	if warmed.refs != 0 {
+		t.Fatalf("the warmed table has %d references with no window", warmed.refs)
+	}
+	c := open(t, ts, cms, nsWindow(ns, 10))
+	if got := keys(c.rows); !slices.Equal(got, []string{ns + "/a", ns + "/b"}) {
+		t.Fatalf("first window %v", got)
+	}
+	if f := ts.feeders[cms.Info.GVR]; f != warmed {
+		t.Fatal("the first window built a table of its own")
+	}
+	ts.Warm(cms) // a built table is left as it is
+	if err := ts.Ready([]*informer.Resource{cms}); err != nil {
+		t.Fatalf("Ready with the table built: %v", err)
+	}
+
+	// A synced resource with no table: Ready names it and builds it.
+	nss := resource(t, m, "namespaces")
+	err := ts.Ready([]*informer.Resource{cms, nss})
+	if err == nil || !strings.Contains(err.Error(), "[namespaces]") {
+		t.Fatalf("Ready before the namespaces' table: %v, want it named alone", err)
+	}
+	testenv.Eventually(t, "Ready to build the namespaces' table", func() bool { return ts.Ready([]*informer.Resource{cms, nss}) == nil })
+	if !ts.Built(nss) {
+		t.Fatal("Ready is nil, and the namespaces' table is not built")
 	}
 }
