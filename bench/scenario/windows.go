@@ -650,7 +650,10 @@ func windowsAt(ctx context.Context, env *Env, z Sizes, n int, log io.Writer) ([]
 	}
 	defer tc.Close()
 
-	// The first window on Pods builds the table.
+	// Readiness waits for the cache and for the live table of Pods, a
+	// configured resource: the first window below builds only its view.
+	fig(ArmGateway, "fresh gateway ready: cache synced, live table built", "ms", Milliseconds(g.Ready.Sub(g.Started)))
+	// The first window on Pods: the first view of a table built at start.
 	d, cpu, _, err := openNewTable(ctx, tc, g.PID, nameWindow("table", 0), n)
 	if err != nil {
 		return nil, err
