@@ -779,8 +779,17 @@ func apiserverFirstRows(ctx context.Context, env *Env, z Sizes, n int, log io.Wr
 		}
 	}
 	var figs []Figure
-	for _, c := range cases {
+	for i, c := range cases {
 		r, err := runTimed(ctx, c, z.WindowOpens)
+		if err != nil && i > 0 && ctx.Err() == nil {
+			// kube-apiserver cuts a request off at its timeout (60 s),
+			// which a full list of 100,000 Pods outlasts on a busy
+			// machine: the arm is recorded as unfinished, and the
+			// scenario goes on.
+			fmt.Fprintf(log, "  %s: unfinished: %v\n", c.arm, err)
+			figs = append(figs, Figure{ScenarioWindows, c.arm, "first 50 rows unfinished", "count", 1})
+			continue
+		}
 		if err != nil {
 			return figs, err
 		}
@@ -1087,8 +1096,14 @@ func windowGoals(figs []Figure) []Goal {
 		}
 		api := ""
 		if a, ok := m[ArmAPIServer+" limit=50|first 50 rows (median)"]; ok {
-			api = fmt.Sprintf("; kube-apiserver: first page of 50, unsorted, %.1f ms, full list %.0f ms (JSON) and %.0f ms (protobuf)",
-				a, m[ArmJSON+" full list|first 50 rows (median)"], m[ArmProto+" full list|first 50 rows (median)"])
+			full := func(arm string) string {
+				if v, ok := m[arm+" full list|first 50 rows (median)"]; ok {
+					return fmt.Sprintf("%.0f ms", v)
+				}
+				return "unfinished"
+			}
+			api = fmt.Sprintf("; kube-apiserver: first page of 50, unsorted, %.1f ms, full list %s (JSON) and %s (protobuf)",
+				a, full(ArmJSON), full(ArmProto))
 		}
 		lines = append(lines, Goal{Goal: fmt.Sprintf("first window of 50 rows over %d pods <= 10 ms, its sort order in use, rows new to it", n),
 			Figure:  fmt.Sprintf("median %.2f ms (max %.2f, gateway CPU %.2f ms each)", gw, m[ArmGateway+"|first 50 rows (max)"], m[ArmGateway+"|server CPU per first 50 rows"]),
