@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"strings"
@@ -305,28 +306,25 @@ func TestReplicasResume(t *testing.T) {
 	}
 }
 
-// waitReady waits for the gateway's boot resources to sync (/readyz).
+// waitReady waits for the gateway's boot resources to sync and their
+// live tables to be built (/readyz 200), and fails the test if they do
+// not within testenv's bound.
 func waitReady(t *testing.T, g *gateway) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	r, err := g.mgr.Resource(ctx, "configmaps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.WaitForSync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.url+"/readyz", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("/readyz: %s", resp.Status)
-	}
+	status := "no answer"
+	testenv.EventuallyShowing(t, "/readyz 200", func() bool {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, g.url+"/readyz", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			status = err.Error()
+			return false
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		status = resp.Status + ": " + string(b)
+		return resp.StatusCode == http.StatusOK
+	}, func() string { return status })
 }
