@@ -215,8 +215,10 @@ func main() {
 		jsonOut = ""
 	} else {
 		t0 := time.Now()
+		// Read before the run: the tree may change while it lasts.
+		at := commit()
 		r, err = scenario.Run(ctx, o)
-		r.Commit = commit()
+		r.Commit = at
 		r.Command = "kubegate-bench " + strings.Join(os.Args[1:], " ")
 		r.Wall = time.Since(t0).Round(time.Second).String()
 	}
