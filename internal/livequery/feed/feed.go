@@ -259,10 +259,8 @@ func (ts *Tables) Warm(r *informer.Resource) {
 // Built reports whether r's table holds its first snapshot, so that a
 // window on r only builds its own view.
 func (ts *Tables) Built(r *informer.Resource) bool {
-	ts.mu.Lock()
-	f := ts.feeders[r.Info.GVR]
-	ts.mu.Unlock()
-	if f == nil || f.res != r {
+	f := ts.feederOf(r)
+	if f == nil {
 		return false
 	}
 	select {
@@ -284,15 +282,28 @@ func (ts *Tables) Ready(rs []*informer.Resource) error {
 			continue
 		}
 		building = append(building, r.Info.GVR.GroupResource().String())
-		ts.mu.Lock()
-		f := ts.feeders[r.Info.GVR]
-		ts.mu.Unlock()
-		if (f == nil || f.res != r) && r.Synced() {
+		if ts.feederOf(r) == nil && r.Synced() {
 			ts.Warm(r)
 		}
 	}
 	if len(building) > 0 {
 		return fmt.Errorf("live tables not built yet: %v", building)
+	}
+	return nil
+}
+
+// feederOf returns the feeder of r's table, or nil: none, or one of a
+// resource that has ended and come back (another *informer.Resource).
+func (ts *Tables) feederOf(r *informer.Resource) *feeder {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.feederLocked(r)
+}
+
+// feederLocked is feederOf. Caller must hold ts.mu.
+func (ts *Tables) feederLocked(r *informer.Resource) *feeder {
+	if f := ts.feeders[r.Info.GVR]; f != nil && f.res == r {
+		return f
 	}
 	return nil
 }
@@ -338,7 +349,7 @@ func (ts *Tables) acquireExistingLocked(r *informer.Resource) (*feeder, error) {
 	if ts.stopped {
 		return nil, ErrStopped
 	}
-	if f := ts.feeders[r.Info.GVR]; f != nil && f.res == r {
+	if f := ts.feederLocked(r); f != nil {
 		f.refs++
 		f.kick()
 		return f, nil
