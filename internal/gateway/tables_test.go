@@ -1,17 +1,14 @@
 package gateway_test
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"kubegate/internal/gateway"
 	"kubegate/internal/gateway/gatewaytest"
@@ -36,19 +33,16 @@ func TestReadyWithLiveTables(t *testing.T) {
 	g := gatewaytest.Start(t, cfg, gateway.Options{})
 
 	var body string
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	err := wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.URL()+"/readyz?verbose", nil)
-		resp, err := http.DefaultClient.Do(req)
+	testenv.EventuallyShowing(t, "/readyz 200", func() bool {
+		resp, err := http.Get(g.URL() + "/readyz?verbose")
 		if err != nil {
-			return false, nil
+			return false
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		body = string(b)
 		if resp.StatusCode != http.StatusOK {
-			return false, nil
+			return false
 		}
 		// Checked as readyz says ready, before anything else runs: the
 		// table, once built, stays built.
@@ -56,11 +50,8 @@ func TestReadyWithLiveTables(t *testing.T) {
 		if !ok || !g.Tables().Built(r) {
 			t.Errorf("/readyz is 200 before the configmaps' live table is built:\n%s", body)
 		}
-		return true, nil
-	})
-	if err != nil {
-		t.Fatalf("never ready: %v; last /readyz?verbose:\n%s", err, body)
-	}
+		return true
+	}, func() string { return body })
 	if !strings.Contains(body, "[+]live tables ok\n") {
 		t.Errorf("/readyz?verbose has no live tables line:\n%s", body)
 	}
