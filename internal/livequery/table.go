@@ -397,15 +397,16 @@ func (t *Table) unlockAndWake() {
 	}
 }
 
-// extractor returns the function reading key's value from a row.
-func (t *Table) extractor(key string) (func(*Row) Value, error) {
+// extractor returns the function reading key's value from a row, and
+// the index of key's column in Row.Cells (-1 for another key).
+func (t *Table) extractor(key string) (func(*Row) Value, int, error) {
 	switch key {
 	case "metadata.name":
-		return func(r *Row) Value { return String(r.Name) }, nil
+		return func(r *Row) Value { return String(r.Name) }, -1, nil
 	case "metadata.namespace":
-		return func(r *Row) Value { return String(r.Namespace) }, nil
+		return func(r *Row) Value { return String(r.Namespace) }, -1, nil
 	case "metadata.creationTimestamp":
-		return func(r *Row) Value { return Time(r.Created) }, nil
+		return func(r *Row) Value { return Time(r.Created) }, -1, nil
 	}
 	if i, ok := t.columns[key]; ok {
 		return func(r *Row) Value {
@@ -413,13 +414,14 @@ func (t *Table) extractor(key string) (func(*Row) Value, error) {
 				return r.Cells[i]
 			}
 			return Value{}
-		}, nil
+		}, i, nil
 	}
 	if t.opts.SortKey != nil {
-		return t.opts.SortKey(key)
+		f, err := t.opts.SortKey(key)
+		return f, -1, err
 	}
 	known := append([]string{"metadata.name", "metadata.namespace", "metadata.creationTimestamp"}, t.opts.Columns...)
-	return nil, fmt.Errorf("unknown sort key %q; known keys: %s", key, strings.Join(known, ", "))
+	return nil, -1, fmt.Errorf("unknown sort key %q; known keys: %s", key, strings.Join(known, ", "))
 }
 
 // entry is a row's place in one index: the row and its sort value.
@@ -454,7 +456,10 @@ type index struct {
 	t     *Table
 	spec  SortSpec
 	value func(*Row) Value
-	cmp   func(a, b *entry) int
+	// col is the index of the column spec.Key sorts by in Row.Cells, or
+	// -1 for another key: value, read in passes by a build (values).
+	col int
+	cmp func(a, b *entry) int
 	// views by Filter.key.
 	views map[string]*view
 }
@@ -488,11 +493,11 @@ func compareEntries(spec SortSpec) func(a, b *entry) int {
 // newIndex returns the index for spec, not yet in t.indexes: O(1), as
 // entries are made by the views.
 func (t *Table) newIndex(spec SortSpec) (*index, error) {
-	value, err := t.extractor(spec.Key)
+	value, col, err := t.extractor(spec.Key)
 	if err != nil {
 		return nil, err
 	}
-	return &index{t: t, spec: spec, value: value, cmp: compareEntries(spec), views: map[string]*view{}}, nil
+	return &index{t: t, spec: spec, value: value, col: col, cmp: compareEntries(spec), views: map[string]*view{}}, nil
 }
 
 // entry returns r's entry in x, or nil for a nil r.
