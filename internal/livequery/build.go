@@ -65,6 +65,8 @@ type build struct {
 	// stop is set when nobody waits any more, or the table ended; the
 	// goroutine reads it between rows.
 	stop atomic.Bool
+	// loaded keeps what matcher.load read, so that its loads are kept.
+	loaded int
 }
 
 // waiter is an Open waiting for a build.
@@ -224,20 +226,29 @@ func (t *Table) catchUpAndInstall(b *build, v *view) bool {
 // build stopped meanwhile.
 func (b *build) scan() (*view, bool) {
 	v := &view{x: b.x, key: b.key.filter, m: b.m, owners: map[string]int{}}
-	matched := make([]*row, 0, b.snap.Len())
-	n := 0
-	stopped := false
+	rows := make([]*row, 0, b.snap.Len())
 	b.snap.Ascend(func(r *row) bool {
-		if n++; n%buildCheck == 0 && b.stop.Load() {
-			stopped = true
-			return false
-		}
-		if b.m.matches(r) {
-			matched = append(matched, r)
-		}
+		rows = append(rows, r)
 		return true
 	})
-	if stopped || b.stop.Load() {
+	n := len(rows)
+	matched := rows
+	if !b.m.all {
+		matched = rows[:0] // in place: a row is kept before the next is read
+		for start := 0; start < n; start += buildCheck {
+			if b.stop.Load() {
+				return nil, false
+			}
+			block := rows[start:min(start+buildCheck, n)]
+			b.loaded += b.m.load(block)
+			for _, r := range block {
+				if b.m.matches(r) {
+					matched = append(matched, r)
+				}
+			}
+		}
+	}
+	if b.stop.Load() {
 		return nil, false
 	}
 	sorted := b.x.sortEntries(matched)

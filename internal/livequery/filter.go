@@ -155,6 +155,35 @@ func newMatcher(f Filter) *matcher {
 	return m
 }
 
+// load reads what matches will read of each row in rows that lies
+// beyond the row itself (its Row, its labels map, its text), one link
+// per pass, and returns a sum of what it read so that the reads are
+// kept. Followed row by row, as matches follows it, each link is a
+// likely cache miss that waits for the one before; a pass's reads do not
+// depend on each other, so many misses are in flight at once (see
+// index.values). rows must not be longer than buildCheck.
+func (m *matcher) load(rows []*row) int {
+	var rs [buildCheck]*Row
+	n := 0
+	for i, r := range rows {
+		rs[i] = r.Row
+		n += len(r.text)
+	}
+	if m.f.Label != nil {
+		for _, r := range rs[:len(rows)] {
+			n += len(r.Labels)
+		}
+	}
+	if m.text != "" {
+		for _, r := range rows {
+			if r.text != "" {
+				n += int(r.text[0])
+			}
+		}
+	}
+	return n
+}
+
 func (m *matcher) matches(r *row) bool {
 	if m.all {
 		return true

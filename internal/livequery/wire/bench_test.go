@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	"kubegate/internal/informer"
@@ -223,22 +224,35 @@ func checkFirst(b *testing.B, ops []livequery.Op, n int) {
 //   - index=new: no window uses the sort, and the table keeps no idle
 //     view, so Open sorts every row (the index build) under the table's
 //     lock.
+//   - index=new-selector: as index=new, through a label selector every
+//     pod matches (!absent), so the build also reads every row's labels.
 //   - rows=shared: the rows were encoded before, for another window, so
 //     encoding is a lookup.
 //   - rows=fresh: each row is encoded for this window.
 func BenchmarkFirstWindow(b *testing.B) {
 	_, p := podSchema()
 	params := wire.Params{Sort: "restarts", Order: "desc", Limit: benchLimit}
+	absent, err := labels.Parse("!absent")
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, n := range []int{10_000, 100_000} {
 		t := table(b, n)
 		for _, c := range []struct {
 			index string
 			fresh bool
-		}{{"shared", false}, {"shared", true}, {"new", true}} {
+		}{{"shared", false}, {"shared", true}, {"new", true}, {"new-selector", true}} {
 			name := map[bool]string{false: "shared", true: "fresh"}[c.fresh]
 			b.Run(fmt.Sprintf("objects=%d/index=%s/rows=%s", n, c.index, name), func(b *testing.B) {
+				resolve := func() livequery.Query {
+					q := query(b, p, params)
+					if c.index == "new-selector" {
+						q.Filter.Label = absent
+					}
+					return q
+				}
 				if c.index == "shared" {
-					keep, err := t.Open(context.Background(), query(b, p, params))
+					keep, err := t.Open(context.Background(), resolve())
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -251,7 +265,7 @@ func BenchmarkFirstWindow(b *testing.B) {
 					frame []byte
 				)
 				for b.Loop() {
-					w, err := t.Open(context.Background(), query(b, p, params))
+					w, err := t.Open(context.Background(), resolve())
 					if err != nil {
 						b.Fatal(err)
 					}
