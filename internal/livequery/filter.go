@@ -1,8 +1,11 @@
 package livequery
 
 import (
+	"encoding/binary"
+	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -59,16 +62,103 @@ type row struct {
 	// text is what a text filter searches: the name and every cell,
 	// lower-cased, separated by a byte no search string holds.
 	text string
+	// labels are the Row's, as a label selector reads them.
+	labels flatLabels
 }
 
 func newRow(r *Row) *row {
+	// The labels and the text share one allocation, a load away from
+	// the row: what a filtered view build reads of every row.
+	var kb [8]string
+	keys := kb[:0]
+	size := len(r.Name) + 16*len(r.Cells)
+	for k, v := range r.Labels {
+		keys = append(keys, k)
+		size += len(k) + len(v) + 4
+	}
+	slices.Sort(keys)
 	var b strings.Builder
-	b.WriteString(strings.ToLower(r.Name))
+	b.Grow(size)
+	for _, k := range keys {
+		writeString(&b, k)
+		writeString(&b, r.Labels[k])
+	}
+	n := b.Len()
+	writeLower(&b, r.Name)
 	for _, c := range r.Cells {
 		b.WriteByte(0)
-		b.WriteString(strings.ToLower(c.String()))
+		writeLower(&b, c.String())
 	}
-	return &row{Row: r, key: rowKey(r.Namespace, r.Name), text: b.String()}
+	s := b.String()
+	return &row{Row: r, key: rowKey(r.Namespace, r.Name), labels: flatLabels(s[:n]), text: s[n:]}
+}
+
+// writeLower writes s lower-cased to b, as strings.ToLower returns it.
+func writeLower(b *strings.Builder, s string) {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			b.WriteString(strings.ToLower(s[i:]))
+			return
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		b.WriteByte(c)
+	}
+}
+
+// flatLabels are labels in one string: each key and then its value, in
+// key order, each preceded by its length as a uvarint. A label selector
+// reads them a load away from the row, where labels.Set is three (the
+// Row, the map, its slots) and more when keys share a length.
+type flatLabels string
+
+// writeString writes s to b, preceded by its length as a uvarint.
+func writeString(b *strings.Builder, s string) {
+	var n [binary.MaxVarintLen64]byte
+	b.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
+	b.WriteString(s)
+}
+
+// next returns the string at the start of l, as writeString wrote it,
+// and the rest of l.
+func (l flatLabels) next() (string, flatLabels) {
+	var n uint64
+	for i, shift := 0, 0; i < len(l); i, shift = i+1, shift+7 {
+		c := l[i]
+		n |= uint64(c&0x7f) << shift
+		if c < 0x80 {
+			l = l[i+1:]
+			return string(l[:n]), l[n:]
+		}
+	}
+	panic("livequery: malformed flatLabels")
+}
+
+// Lookup implements labels.Labels.
+func (l *flatLabels) Lookup(key string) (string, bool) {
+	for rest := *l; len(rest) > 0; {
+		var k, v string
+		k, rest = rest.next()
+		v, rest = rest.next()
+		if k == key {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// Has implements labels.Labels.
+func (l *flatLabels) Has(key string) bool {
+	_, ok := l.Lookup(key)
+	return ok
+}
+
+// Get implements labels.Labels.
+func (l *flatLabels) Get(key string) string {
+	v, _ := l.Lookup(key)
+	return v
 }
 
 // Has implements fields.Fields.
@@ -155,29 +245,35 @@ func newMatcher(f Filter) *matcher {
 	return m
 }
 
-// load reads what matches will read of each row in rows that lies
-// beyond the row itself (its Row, its labels map, its text), one link
-// per pass, and returns a sum of what it read so that the reads are
-// kept. Followed row by row, as matches follows it, each link is a
-// likely cache miss that waits for the one before; a pass's reads do not
-// depend on each other, so many misses are in flight at once (see
-// index.values). rows must not be longer than buildCheck.
+// load reads what matches will read of each row in rows, one link per
+// pass (the rows; their Rows, for namespaces and fields; the allocation
+// holding their labels and text), and returns a sum of what it read so
+// that the reads are kept. Followed row by row, as matches follows it,
+// each link is a likely cache miss that waits for the one before; a
+// pass's reads do not depend on each other, so many misses are in
+// flight at once (see index.values).
 func (m *matcher) load(rows []*row) int {
-	var rs [buildCheck]*Row
 	n := 0
-	for i, r := range rows {
-		rs[i] = r.Row
+	for _, r := range rows {
 		n += len(r.text)
 	}
-	if m.f.Label != nil {
-		for _, r := range rs[:len(rows)] {
-			n += len(r.Labels)
+	if m.f.Namespaces != nil || m.f.Field != nil {
+		for _, r := range rows {
+			n += len(r.Namespace)
 		}
 	}
-	if m.text != "" {
+	if m.f.Label != nil || m.text != "" {
 		for _, r := range rows {
 			if r.text != "" {
 				n += int(r.text[0])
+			}
+		}
+		if m.f.Label != nil {
+			// The labels are read whole, often more than a cache line.
+			for _, r := range rows {
+				for i := 0; i < len(r.labels); i += 64 {
+					n += int(r.labels[i])
+				}
 			}
 		}
 	}
@@ -191,7 +287,7 @@ func (m *matcher) matches(r *row) bool {
 	if m.f.Namespaces != nil && !m.f.Namespaces.Has(r.Namespace) {
 		return false
 	}
-	if m.f.Label != nil && !m.f.Label.Matches(labels.Set(r.Labels)) {
+	if m.f.Label != nil && !m.f.Label.Matches(&r.labels) {
 		return false
 	}
 	if m.f.Field != nil && !m.f.Field.Matches(r) {
