@@ -270,10 +270,10 @@ func TestSmoke(t *testing.T) {
 		w := func(arm, metric string) Figure { t.Helper(); return want(ScenarioWindows, arm, metric+sfx) }
 		pos := func(arm, metric string) { t.Helper(); positive(ScenarioWindows, arm, metric+sfx) }
 		for _, m := range []string{"first window, new table", "gateway CPU per first window, new table", "gateway CPU per first window, new sort order",
-			"window updates received", "window update latency from send p99"} {
+			"gateway CPU per first window, new filter", "window updates received", "window update latency from send p99"} {
 			pos(ArmGateway, m)
 		}
-		for _, m := range []string{"first window, new sort order", "first window, rows shown before"} {
+		for _, m := range []string{"first window, new sort order", "first window, new filter", "first window, rows shown before"} {
 			pos(ArmGateway, m+" (median)")
 			pos(ArmGateway, m+" (max)")
 		}
