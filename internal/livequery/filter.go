@@ -68,44 +68,43 @@ type row struct {
 
 func newRow(r *Row) *row {
 	// The labels and the text share one allocation, a load away from
-	// the row: what a filtered view build reads of every row.
+	// the row: what a filtered view build reads of every row. They are
+	// written to a scratch buffer first, so that the allocation is
+	// exactly their size: it lives as long as the row.
 	var kb [8]string
 	keys := kb[:0]
-	size := len(r.Name) + 16*len(r.Cells)
-	for k, v := range r.Labels {
+	for k := range r.Labels {
 		keys = append(keys, k)
-		size += len(k) + len(v) + 4
 	}
 	slices.Sort(keys)
-	var b strings.Builder
-	b.Grow(size)
+	var sb [512]byte
+	b := sb[:0]
 	for _, k := range keys {
-		writeString(&b, k)
-		writeString(&b, r.Labels[k])
+		b = appendString(appendString(b, k), r.Labels[k])
 	}
-	n := b.Len()
-	writeLower(&b, r.Name)
+	n := len(b)
+	b = appendLower(b, r.Name)
 	for _, c := range r.Cells {
-		b.WriteByte(0)
-		writeLower(&b, c.String())
+		b = append(b, 0)
+		b = appendLower(b, c.String())
 	}
-	s := b.String()
+	s := string(b)
 	return &row{Row: r, key: rowKey(r.Namespace, r.Name), labels: flatLabels(s[:n]), text: s[n:]}
 }
 
-// writeLower writes s lower-cased to b, as strings.ToLower returns it.
-func writeLower(b *strings.Builder, s string) {
+// appendLower appends s lower-cased to b, as strings.ToLower returns it.
+func appendLower(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c >= utf8.RuneSelf {
-			b.WriteString(strings.ToLower(s[i:]))
-			return
+			return append(b, strings.ToLower(s[i:])...)
 		}
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'
 		}
-		b.WriteByte(c)
+		b = append(b, c)
 	}
+	return b
 }
 
 // flatLabels are labels in one string: each key and then its value, in
@@ -114,14 +113,12 @@ func writeLower(b *strings.Builder, s string) {
 // Row, the map, its slots) and more when keys share a length.
 type flatLabels string
 
-// writeString writes s to b, preceded by its length as a uvarint.
-func writeString(b *strings.Builder, s string) {
-	var n [binary.MaxVarintLen64]byte
-	b.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
-	b.WriteString(s)
+// appendString appends s to b, preceded by its length as a uvarint.
+func appendString(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }
 
-// next returns the string at the start of l, as writeString wrote it,
+// next returns the string at the start of l, as appendString wrote it,
 // and the rest of l.
 func (l flatLabels) next() (string, flatLabels) {
 	var n uint64
