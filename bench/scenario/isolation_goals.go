@@ -84,21 +84,29 @@ func viewChurnGoals(figs []Figure) []Goal {
 			Figure:  fmt.Sprintf("%.1f ms vs %.1f ms = %.2fx", under, base, r),
 			Verdict: verdictText(r <= goalChurnRatio, fmt.Sprintf("%.2fx (%.1f ms)", r-goalChurnRatio, under-goalChurnRatio*base))})
 	}
+	if n, ok := gw(victimNewViews + churnUnder); ok {
+		g := Goal{Goal: fmt.Sprintf("a user's new sort or filter over WebSocket while another user churns views: first rows <= %.0f ms (median)", goalNewViewMs), After: sizeNote(pods)}
+		if p50, ok := gw(victimNewView + " p50" + churnUnder); ok {
+			p99, _ := gw(victimNewView + " p99" + churnUnder)
+			g.Figure = fmt.Sprintf("median %.1f ms, p99 %.1f ms, %.0f new views over %.0f pods", p50, p99, n, pods)
+			g.Verdict = verdictText(p50 <= goalNewViewMs, fmt.Sprintf("%.1f ms (%.1fx)", p50-goalNewViewMs, p50/goalNewViewMs))
+		} else {
+			g.Verdict = "MISSED: no new view was served"
+		}
+		lines = append(lines, g)
+	}
+	// The churner's own new views queue behind each other (its builds
+	// wait for a slot in its own queue): their times say how its queue
+	// grew, not what a new view costs. A note, not a goal.
 	for _, kind := range []string{churnREST, churnWS} {
 		what := "attacker: new view over " + kind
 		p50, ok := gw(what + ", time to first rows p50")
-		if _, sent := gw("attacker: new views over " + kind + " refused (429)"); !sent {
+		if !ok {
 			continue
 		}
-		g := Goal{Goal: fmt.Sprintf("a new sort or filter over %s: first rows <= %.0f ms (median)", kind, goalNewViewMs), After: sizeNote(pods)}
-		if !ok {
-			g.Verdict = "MISSED: no new view was served"
-		} else {
-			p99, _ := gw(what + ", time to first rows p99")
-			g.Figure = fmt.Sprintf("median %.1f ms, p99 %.1f ms over %.0f pods", p50, p99, pods)
-			g.Verdict = verdictText(p50 <= goalNewViewMs, fmt.Sprintf("%.1f ms (%.1fx)", p50-goalNewViewMs, p50/goalNewViewMs))
-		}
-		lines = append(lines, g)
+		p99, _ := gw(what + ", time to first rows p99")
+		rate, _ := gw("attacker: new views over " + kind + " served/s")
+		lines = append(lines, Goal{Note: true, Goal: fmt.Sprintf("the churner's own new views over %s, %.1f served a second, queued behind each other: first rows median %.1f ms, p99 %.1f ms", kind, rate, p50, p99)})
 	}
 	for _, f := range figs {
 		if f.Scenario == ScenarioViewChurn && f.Arm == ArmGateway && strings.HasPrefix(f.Metric, "first window, new table (") {

@@ -350,6 +350,8 @@ func smokeViewChurn(t *testing.T, got map[string]Figure, want func(string, strin
 		zero(s, ArmGateway, "missed window updates"+sfx)
 		zero(s, ArmGateway, "victims' failures"+sfx)
 	}
+	positive(s, ArmGateway, victimNewView+" p50"+churnUnder)
+	positive(s, ArmGateway, victimNewViews+churnUnder)
 	for _, kind := range []string{churnREST, churnWS} {
 		positive(s, ArmGateway, "attacker: new view over "+kind+", time to first rows p50")
 		positive(s, ArmGateway, "attacker: new views over "+kind+" served/s")
