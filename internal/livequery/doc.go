@@ -90,6 +90,15 @@
 // it (or for their context); a build whose every Open has given up
 // stops at its next check, every 1024 rows.
 //
+// A build's time goes to memory: what a filter or a sort value reads of
+// a row lies a few dependent loads away (row, Row, its cells), each a
+// likely cache miss at a table's size. So a build filters in blocks of
+// 1024 rows, loading each block's rows, Rows, and the allocation holding
+// their flattened labels and text, a pass per link, before matching
+// them (matcher.load); and it reads sort values one link of every row
+// per pass (index.values). A pass's loads do not depend on each other,
+// so many misses are in flight at once.
+//
 // Builds scan in slots (Options.BuildSlots, which a gateway shares
 // between all its tables): at most max(1, GOMAXPROCS/2) scan at once,
 // so that builds never take every CPU from changes and other windows.
