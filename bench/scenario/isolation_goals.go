@@ -106,7 +106,7 @@ func viewChurnGoals(figs []Figure) []Goal {
 		}
 		p99, _ := gw(what + ", time to first rows p99")
 		rate, _ := gw("attacker: new views over " + kind + " served/s")
-		lines = append(lines, Goal{Note: true, Goal: fmt.Sprintf("the churner's own new views over %s, %.1f served a second, queued behind each other: first rows median %.1f ms, p99 %.1f ms", kind, rate, p50, p99)})
+		lines = append(lines, Goal{Note: true, Goal: fmt.Sprintf("the churner's own new views over %s (%.1f served a second, in its own build queue): first rows median %.1f ms, p99 %.1f ms", kind, rate, p50, p99)})
 	}
 	for _, f := range figs {
 		if f.Scenario == ScenarioViewChurn && f.Arm == ArmGateway && strings.HasPrefix(f.Metric, "first window, new table (") {
