@@ -12,7 +12,8 @@
 // its typed value (cell.Value) for sorting and searching: counts as
 // numbers, ages as times, the rest as text. Rows go to REST Table answers
 // (internal/http), to WebSocket row frames (internal/ws), which send the
-// row encoded once per object version, and to the live tables
+// row encoded once per object version (by the first frame to carry it:
+// most rows of a large table are never shown), and to the live tables
 // (internal/livequery/wire), which sort by the typed values.
 //
 // kube-apiserver prints some cells relative to the time it prints them:

@@ -58,13 +58,49 @@ func (c *Cell) Relative() bool { return c.relative }
 // AppendDisplay appends the cell's JSON value as a Table shows it at
 // now: Raw, or a relative cell's text.
 func (c *Cell) AppendDisplay(buf []byte, now time.Time) []byte {
+	return c.kept().appendDisplay(buf, now)
+}
+
+// kept is a cell as a Row keeps it: its bytes, and what a relative cell
+// shows behind a pointer, so that a static cell, most of them, costs 32
+// bytes; its typed value is in Row.Typed.
+type kept struct {
+	raw []byte
+	rel *relative // nil for a static cell
+}
+
+// relative is what a relative cell shows (see Cell).
+type relative struct {
+	since          time.Time
+	prefix, suffix string
+}
+
+// kept returns c as a Row keeps it.
+func (c *Cell) kept() kept {
 	if !c.relative {
-		if len(c.Raw) == 0 {
+		return kept{raw: c.Raw}
+	}
+	return kept{raw: c.Raw, rel: &relative{since: c.Since, prefix: c.Prefix, suffix: c.Suffix}}
+}
+
+// cell returns k as a Cell, typed.
+func (k kept) cell(typed cell.Value) Cell {
+	c := Cell{Raw: k.raw, Typed: typed}
+	if k.rel != nil {
+		c.Since, c.Prefix, c.Suffix, c.relative = k.rel.since, k.rel.prefix, k.rel.suffix, true
+	}
+	return c
+}
+
+// appendDisplay is Cell.AppendDisplay.
+func (k kept) appendDisplay(buf []byte, now time.Time) []byte {
+	if k.rel == nil {
+		if len(k.raw) == 0 {
 			return append(buf, "null"...)
 		}
-		return append(buf, c.Raw...)
+		return append(buf, k.raw...)
 	}
-	return appendQuote(buf, c.Prefix+duration.HumanDuration(now.Sub(c.Since))+c.Suffix)
+	return appendQuote(buf, k.rel.prefix+duration.HumanDuration(now.Sub(k.rel.since))+k.rel.suffix)
 }
 
 // appendQuote appends s as a JSON string escaped as kube-apiserver's
@@ -92,25 +128,28 @@ func (c *Cell) Display(now time.Time) any {
 // it is, and a relative cell as {"since": RFC 3339 time, "prefix": …,
 // "suffix": …} (the last two when not empty), which a client renders
 // against its own clock.
-func (c *Cell) appendJSON(buf []byte) []byte {
-	if !c.relative {
-		if len(c.Raw) == 0 {
+func (c *Cell) appendJSON(buf []byte) []byte { return c.kept().appendJSON(buf) }
+
+// appendJSON is Cell.appendJSON.
+func (k kept) appendJSON(buf []byte) []byte {
+	if k.rel == nil {
+		if len(k.raw) == 0 {
 			return append(buf, "null"...)
 		}
-		return append(buf, c.Raw...)
+		return append(buf, k.raw...)
 	}
 	buf = append(buf, '{')
-	if c.Prefix != "" {
+	if k.rel.prefix != "" {
 		buf = append(buf, `"prefix":`...)
-		buf, _ = jsontext.AppendQuote(buf, c.Prefix)
+		buf, _ = jsontext.AppendQuote(buf, k.rel.prefix)
 		buf = append(buf, ',')
 	}
 	buf = append(buf, `"since":"`...)
-	buf = c.Since.UTC().AppendFormat(buf, time.RFC3339Nano)
+	buf = k.rel.since.UTC().AppendFormat(buf, time.RFC3339Nano)
 	buf = append(buf, '"')
-	if c.Suffix != "" {
+	if k.rel.suffix != "" {
 		buf = append(buf, `,"suffix":`...)
-		buf, _ = jsontext.AppendQuote(buf, c.Suffix)
+		buf, _ = jsontext.AppendQuote(buf, k.rel.suffix)
 	}
 	return append(buf, '}')
 }
@@ -137,19 +176,30 @@ func since(t time.Time) Cell {
 // Row is the row of one object version: its cells, and its encoding for
 // WebSocket row frames. Rows are shared: do not modify.
 type Row struct {
-	Cells []Cell
+	// cells are the row's cells as it keeps them (kept): every object
+	// of a resource with a live table has a row.
+	cells []kept
 	// Typed are the cells' typed values (Cell.Typed), in one slice that
 	// live tables share.
 	Typed []cell.Value
-	// encoded is the row as WebSocket row frames carry it (Encoded).
-	encoded []byte
+	// encoded is the row as WebSocket row frames carry it (Encoded),
+	// computed by the first caller of Encoded (once): most rows of a
+	// large table are never shown in a window.
+	encodeOnce sync.Once
+	encoded    []byte
 }
+
+// Len returns the row's number of cells.
+func (r *Row) Len() int { return len(r.cells) }
+
+// Cell returns the row's cell i.
+func (r *Row) Cell(i int) Cell { return r.cells[i].cell(r.Typed[i]) }
 
 // Display returns the row's cells as a Table shows them at now.
 func (r *Row) Display(now time.Time) []any {
-	out := make([]any, len(r.Cells))
-	for i := range r.Cells {
-		out[i] = r.Cells[i].Display(now)
+	out := make([]any, len(r.cells))
+	for i := range r.cells {
+		_ = unmarshal(r.cells[i].appendDisplay(nil, now), &out[i])
 	}
 	return out
 }
@@ -158,11 +208,11 @@ func (r *Row) Display(now time.Time) []any {
 // now: kube-apiserver's bytes for static cells, relative ones rendered.
 func (r *Row) AppendCells(buf []byte, now time.Time) []byte {
 	buf = append(buf, '[')
-	for i := range r.Cells {
+	for i := range r.cells {
 		if i > 0 {
 			buf = append(buf, ',')
 		}
-		buf = r.Cells[i].AppendDisplay(buf, now)
+		buf = r.cells[i].appendDisplay(buf, now)
 	}
 	return append(buf, ']')
 }
@@ -184,7 +234,7 @@ type Printer struct {
 	live []liveCell
 	// defs is the columnDefinitions JSON array a Table carries.
 	defs []byte
-	// encodes counts the rows Encoded computed.
+	// encodes counts the rows Encoded encoded.
 	encodes atomic.Uint64
 }
 
@@ -220,12 +270,20 @@ func (p *Printer) Row(o *informer.Object) *Row {
 //
 // with namespace left out when empty and relative cells as
 // Cell.MarshalJSON writes them. It is computed once per object version
-// and printer, with the row: do not modify.
-func (p *Printer) Encoded(o *informer.Object) []byte { return p.Row(o).encoded }
+// and printer, by its first caller, and kept with the row: do not
+// modify.
+func (p *Printer) Encoded(o *informer.Object) []byte {
+	_, b := p.RowEncoded(o)
+	return b
+}
 
 // RowEncoded returns o's row and its encoding (Encoded).
 func (p *Printer) RowEncoded(o *informer.Object) (*Row, []byte) {
 	r := p.Row(o)
+	r.encodeOnce.Do(func() {
+		r.encoded = p.encode(o, r)
+		p.encodes.Add(1)
+	})
 	return r, r.encoded
 }
 
@@ -234,17 +292,15 @@ func (p *Printer) RowEncoded(o *informer.Object) (*Row, []byte) {
 // other columns (informer.Resource.Columns).
 func (p *Printer) Follows(cols *informer.Columns) bool { return p.cols == cols }
 
-// Encodes returns how many rows the printer has computed and encoded.
+// Encodes returns how many rows the printer has encoded (Encoded).
 func (p *Printer) Encodes() uint64 { return p.encodes.Load() }
 
 func (p *Printer) compute(o *informer.Object) any {
-	r := &Row{Cells: p.cells(o)}
-	r.Typed = make([]cell.Value, len(r.Cells))
-	for i := range r.Cells {
-		r.Typed[i] = r.Cells[i].Typed
+	cells := p.cells(o)
+	r := &Row{cells: make([]kept, len(cells)), Typed: make([]cell.Value, len(cells))}
+	for i := range cells {
+		r.cells[i], r.Typed[i] = cells[i].kept(), cells[i].Typed
 	}
-	r.encoded = p.encode(o, r)
-	p.encodes.Add(1)
 	return r
 }
 
@@ -387,11 +443,11 @@ func (p *Printer) encode(o *informer.Object, r *Row) []byte {
 	b = append(b, `,"uid":`...)
 	b, _ = jsontext.AppendQuote(b, string(o.UID))
 	b = append(b, `,"cells":[`...)
-	for i := range r.Cells {
+	for i := range r.cells {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = r.Cells[i].appendJSON(b)
+		b = r.cells[i].appendJSON(b)
 	}
 	return append(b, "]}"...)
 }

@@ -99,8 +99,8 @@ func TestUpstreamPods(t *testing.T) {
 			t.Errorf("%s at +90m: cells %v, want %v", o.Name, got, want)
 		}
 		r := p.Row(o)
-		if !r.Cells[4].Relative() || !r.Cells[4].Since.Equal(o.CreationTimestamp.Time) {
-			t.Errorf("%s: Age %+v, want relative to the creation time", o.Name, r.Cells[4])
+		if c := r.Cell(4); !c.Relative() || !c.Since.Equal(o.CreationTimestamp.Time) {
+			t.Errorf("%s: Age %+v, want relative to the creation time", o.Name, r.Cell(4))
 		}
 		for j, want := range []string{"string:" + o.Name, "number:0/2", "string:Pending", "number:0", "time:" + o.CreationTimestamp.UTC().Format(time.RFC3339)} {
 			if got := typedString(r.Typed[j]); got != want {
