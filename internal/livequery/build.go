@@ -2,6 +2,7 @@ package livequery
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"sync/atomic"
 
@@ -26,6 +27,13 @@ import (
 // owners: the goroutine waits for its slot before it takes its snapshot,
 // so a queued build holds no snapshot and queues no changes, and one
 // nobody waits for any more leaves the queue without scanning.
+
+// A build is background work: between blocks of rows and passes of its
+// sort it yields its processor (runtime.Gosched), so that the changes
+// and window updates waiting for one run first, rather than when the
+// scheduler next preempts the build, up to 10 ms later. On a machine of
+// two processors, with the collector's worker on the other, that wait
+// was the tail of other windows' updates while builds ran.
 
 // buildCheck is how many rows a build scans between two checks that
 // someone still waits for it.
@@ -226,11 +234,14 @@ func (t *Table) catchUpAndInstall(b *build, v *view) bool {
 // build stopped meanwhile.
 func (b *build) scan() (*view, bool) {
 	v := &view{x: b.x, key: b.key.filter, m: b.m, owners: map[string]int{}}
-	rows := make([]*row, 0, b.snap.Len())
+	sc := scratches.Get().(*scratch)
+	defer sc.release()
+	rows := slices.Grow(sc.rows[:0], b.snap.Len())
 	b.snap.Ascend(func(r *row) bool {
 		rows = append(rows, r)
 		return true
 	})
+	sc.rows = rows
 	n := len(rows)
 	matched := rows
 	if !b.m.all {
@@ -246,12 +257,13 @@ func (b *build) scan() (*view, bool) {
 					matched = append(matched, r)
 				}
 			}
+			runtime.Gosched()
 		}
 	}
 	if b.stop.Load() {
 		return nil, false
 	}
-	sorted := b.x.sortEntries(matched)
+	sorted := b.x.sortEntries(matched, sc)
 	v.tree = newTree(b.x.cmp, uint64(len(sorted))^uint64(n)<<32)
 	v.tree.build(sorted)
 	return v, true
