@@ -301,6 +301,41 @@ func BenchmarkTableBuild(b *testing.B) {
 	}
 }
 
+// BenchmarkTableMemory reports the heap a live table of n pods holds
+// per pod after a collection, the pods themselves excluded: each pod's
+// row as the printer computes it (kept with the object: cells, typed
+// values), the table's row (its text and labels) and the rows' B-tree.
+// It builds the table once per iteration, so run it with -benchtime=1x.
+func BenchmarkTableMemory(b *testing.B) {
+	sch, _ := podSchema()
+	for _, n := range []int{10_000} {
+		objs := objects(n)
+		b.Run(fmt.Sprintf("objects=%d", n), func(b *testing.B) {
+			var perPod float64
+			for b.Loop() {
+				// Copies, so that no row computed before is reused.
+				fresh := make([]*informer.Object, n)
+				for i, o := range objs {
+					fresh[i] = o.DeepCopyObject().(*informer.Object)
+				}
+				runtime.GC()
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				t := buildTable(b, sch, fresh)
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				if t.Len() != n {
+					b.Fatalf("table of %d rows, want %d", t.Len(), n)
+				}
+				perPod = (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / float64(n)
+				runtime.KeepAlive(t)
+				runtime.KeepAlive(fresh)
+			}
+			b.ReportMetric(perPod, "bytes/pod")
+		})
+	}
+}
+
 // coveredRows bounds the ranks BenchmarkWindowUpdates' windows cover,
 // and the pods it changes, whatever the table's size, so that every size
 // does the same work per update but for the table itself. It changes
