@@ -121,8 +121,8 @@ func viewChurnGoals(figs []Figure) []Goal {
 	if ok1 && ok2 && jsonCPU > 0 {
 		r := tableCPU / jsonCPU
 		lines = append(lines, Goal{Goal: fmt.Sprintf("REST Table list of %.0f pods: gateway CPU <= %.0fx its JSON list's", items, goalTableListCPU),
-			Figure:  fmt.Sprintf("%.1f ms vs %.1f ms per list = %.1fx", tableCPU, jsonCPU, r),
-			Verdict: verdictText(r <= goalTableListCPU, fmt.Sprintf("%.1fx (%.1fx the target ratio)", r-goalTableListCPU, r/goalTableListCPU))})
+			Figure:  fmt.Sprintf("%.1f ms vs %.1f ms per list = %.2fx", tableCPU, jsonCPU, r),
+			Verdict: verdictText(r <= goalTableListCPU, fmt.Sprintf("%.2fx (%.2fx the target ratio)", r-goalTableListCPU, r/goalTableListCPU))})
 	}
 	if gw50, ok := gw("list all as Table p50"); ok && gw50 > 0 {
 		for _, arm := range []string{ArmAPIServerRVUnset, ArmAPIServerRV0} {
