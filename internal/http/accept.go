@@ -145,6 +145,28 @@ func rawMetadata(raw []byte) ([]byte, error) {
 	return raw[end-int64(len(m)) : end], nil
 }
 
+// metadataKey derives an object version's metadata (metadataOf).
+type metadataKey struct{}
+
+// derivedMetadata is what metadataOf keeps with an object version.
+type derivedMetadata struct {
+	m   []byte
+	err error
+}
+
+// metadataOf returns rawMetadata(o.Raw), found once per object version
+// and kept with it (Object.Derive): every PartialObjectMetadata answer,
+// and every row of a Table (kubectl's default, whose rows embed it),
+// then copies it as a JSON list copies Raw, rather than reading the
+// object's JSON up to the end of its metadata again.
+func metadataOf(o *informer.Object) ([]byte, error) {
+	d := o.Derive(metadataKey{}, func(o *informer.Object) any {
+		m, err := rawMetadata(o.Raw)
+		return &derivedMetadata{m: m, err: err}
+	}).(*derivedMetadata)
+	return d.m, d.err
+}
+
 func (r *metadataReader) metadata() (jsontext.Value, error) {
 	dec := &r.dec
 	if dec.PeekKind() != '{' {
@@ -176,14 +198,20 @@ func (r *metadataReader) metadata() (jsontext.Value, error) {
 // meta.k8s.io version: kind, apiVersion and the object's stored metadata
 // (managedFields are stripped at storage unless cache.keepManagedFields).
 func appendPartialMetadata(b *bytes.Buffer, version string, o *informer.Object) error {
-	m, err := rawMetadata(o.Raw)
+	m, err := metadataOf(o)
 	if err != nil {
 		return err
 	}
-	b.WriteString(`{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/`)
-	b.WriteString(version)
-	b.WriteString(`","metadata":`)
-	b.Write(m)
-	b.WriteByte('}')
+	b.Write(appendPartialObjectMetadata(b.AvailableBuffer(), version, m))
 	return nil
+}
+
+// appendPartialObjectMetadata appends a PartialObjectMetadata of
+// meta.k8s.io/version holding the stored metadata m.
+func appendPartialObjectMetadata(b []byte, version string, m []byte) []byte {
+	b = append(b, `{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/`...)
+	b = append(b, version...)
+	b = append(b, `","metadata":`...)
+	b = append(b, m...)
+	return append(b, '}')
 }

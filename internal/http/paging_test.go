@@ -249,6 +249,34 @@ func TestRawMetadata(t *testing.T) {
 	}
 }
 
+// An object version's metadata is found once and kept with it: a second
+// answer slices the same bytes of Raw, an error is kept too, and another
+// version finds its own.
+func TestMetadataOfOnce(t *testing.T) {
+	o := &informer.Object{Raw: []byte(`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a"},"spec":{}}`)}
+	m1, err := metadataOf(o)
+	if err != nil || string(m1) != `{"name":"a"}` {
+		t.Fatalf("metadataOf: %s, %v", m1, err)
+	}
+	// Rename the member: read again, the object would have no metadata.
+	o.Raw[len(`{"kind":"Pod","apiVersion":"v1","metadat`)] = 'X'
+	m2, err := metadataOf(o)
+	if err != nil || &m2[0] != &m1[0] {
+		t.Errorf("second metadataOf: %s, %v; want the first's bytes, kept", m2, err)
+	}
+	other := o.DeepCopyObject().(*informer.Object)
+	other.Raw = []byte(`{"metadata":{"name":"c"}}`)
+	if m, err := metadataOf(other); err != nil || string(m) != `{"name":"c"}` {
+		t.Errorf("another version: %s, %v", m, err)
+	}
+	bad := &informer.Object{Raw: []byte(`{"kind":"Pod"}`)}
+	for range 2 {
+		if _, err := metadataOf(bad); !errors.Is(err, errNoMetadata) {
+			t.Errorf("no metadata: %v, want %v", err, errNoMetadata)
+		}
+	}
+}
+
 func TestValidateQuery(t *testing.T) {
 	for q, bad := range map[string]bool{
 		"watch=true":                false,

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -93,15 +92,14 @@ func appendTableRow(b []byte, p *rows.Printer, o *informer.Object, opts *tableOp
 	case metav1.IncludeMetadata:
 		// The object's whole stored metadata, as from the apiserver; the
 		// cached ObjectMeta is only a subset.
-		var m bytes.Buffer
-		if appendPartialMetadata(&m, "v1", o) != nil {
+		if m, err := metadataOf(o); err == nil {
+			b = appendPartialObjectMetadata(b, "v1", m)
+		} else {
 			j, _ := json.Marshal(&metav1.PartialObjectMetadata{
 				TypeMeta:   metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"},
 				ObjectMeta: o.ObjectMeta})
-			m.Reset()
-			m.Write(j)
+			b = append(b, j...)
 		}
-		b = append(b, m.Bytes()...)
 	default:
 		b = append(b, "null"...)
 	}
