@@ -189,20 +189,8 @@ type Row struct {
 	encoded    []byte
 }
 
-// Len returns the row's number of cells.
-func (r *Row) Len() int { return len(r.cells) }
-
 // Cell returns the row's cell i.
 func (r *Row) Cell(i int) Cell { return r.cells[i].cell(r.Typed[i]) }
-
-// Display returns the row's cells as a Table shows them at now.
-func (r *Row) Display(now time.Time) []any {
-	out := make([]any, len(r.cells))
-	for i := range r.cells {
-		_ = unmarshal(r.cells[i].appendDisplay(nil, now), &out[i])
-	}
-	return out
-}
 
 // AppendCells appends the row's cells as a Table's JSON array, shown at
 // now: kube-apiserver's bytes for static cells, relative ones rendered.
