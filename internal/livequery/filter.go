@@ -2,7 +2,6 @@ package livequery
 
 import (
 	"encoding/binary"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -71,16 +70,10 @@ func newRow(r *Row) *row {
 	// the row: what a filtered view build reads of every row. They are
 	// written to a scratch buffer first, so that the allocation is
 	// exactly their size: it lives as long as the row.
-	var kb [8]string
-	keys := kb[:0]
-	for k := range r.Labels {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
 	var sb [512]byte
 	b := sb[:0]
-	for _, k := range keys {
-		b = appendString(appendString(b, k), r.Labels[k])
+	for k, v := range r.Labels {
+		b = appendString(appendString(b, k), v)
 	}
 	n := len(b)
 	b = appendLower(b, r.Name)
@@ -108,7 +101,7 @@ func appendLower(b []byte, s string) []byte {
 }
 
 // flatLabels are labels in one string: each key and then its value, in
-// key order, each preceded by its length as a uvarint. A label selector
+// no particular order, each preceded by its length as a uvarint. A label selector
 // reads them a load away from the row, where labels.Set is three (the
 // Row, the map, its slots) and more when keys share a length.
 type flatLabels string
@@ -259,18 +252,18 @@ func (m *matcher) load(rows []*row) int {
 			n += len(r.Namespace)
 		}
 	}
-	if m.f.Label != nil || m.text != "" {
+	if m.text != "" {
 		for _, r := range rows {
 			if r.text != "" {
 				n += int(r.text[0])
 			}
 		}
-		if m.f.Label != nil {
-			// The labels are read whole, often more than a cache line.
-			for _, r := range rows {
-				for i := 0; i < len(r.labels); i += 64 {
-					n += int(r.labels[i])
-				}
+	}
+	if m.f.Label != nil {
+		// The labels are read whole, often more than a cache line.
+		for _, r := range rows {
+			for i := 0; i < len(r.labels); i += 64 {
+				n += int(r.labels[i])
 			}
 		}
 	}
