@@ -28,12 +28,15 @@ import (
 // so a queued build holds no snapshot and queues no changes, and one
 // nobody waits for any more leaves the queue without scanning.
 
-// A build is background work: between blocks of rows and passes of its
-// sort it yields its processor (runtime.Gosched), so that the changes
-// and window updates waiting for one run first, rather than when the
-// scheduler next preempts the build, up to 10 ms later. On a machine of
-// two processors, with the collector's worker on the other, that wait
-// was the tail of other windows' updates while builds ran.
+// A build is background work: at each of its checks, between blocks of
+// rows and passes of its sort (pause), it yields its processor
+// (runtime.Gosched), so that the changes and window updates waiting for
+// one run first, rather than when the scheduler next preempts the
+// build, up to 10 ms later. On a machine of two processors, with the
+// collector's worker on the other, that wait was the tail of other
+// windows' updates while builds ran. There too it gives its slot up
+// when another owner has the better claim on it (BuildSlots), and waits
+// to resume.
 
 // buildCheck is how many rows a build scans between two checks that
 // someone still waits for it.
@@ -57,6 +60,7 @@ type build struct {
 	// owner is the Query.Owner of the Open that started the build: the
 	// build waits for a slot in its queue (see BuildSlots).
 	owner string
+	slots *BuildSlots
 	slot  *slot
 	// snapped is set once the build has its snapshot: the table's
 	// changes queue on pending from then on, not while it waits for a
@@ -95,7 +99,7 @@ func (t *Table) stopLocked(b *build) {
 // q.Filter over x, queues it for a slot and starts its goroutine.
 // Caller must hold t.mu.
 func (t *Table) startBuildLocked(key viewKey, x *index, q Query) *build {
-	b := &build{key: key, x: x, m: newMatcher(q.Filter), owner: q.Owner, owners: map[string]int{}, done: make(chan struct{})}
+	b := &build{key: key, x: x, m: newMatcher(q.Filter), owner: q.Owner, slots: t.slots, owners: map[string]int{}, done: make(chan struct{})}
 	b.slot = t.slots.enqueue(b.owner)
 	t.builds[key] = b
 	t.wg.Add(1)
@@ -183,8 +187,9 @@ func (t *Table) runBuild(b *build) {
 	}
 }
 
-// scanInSlot takes b's snapshot, scans it and releases b's slot. It
-// reports false if the build stopped meanwhile.
+// scanInSlot takes b's snapshot, scans it and releases b's slot, which
+// it may give up and get again meanwhile (pause). It reports false if
+// the build stopped meanwhile.
 func (t *Table) scanInSlot(b *build) (*view, bool) {
 	defer t.slots.release(b.slot)
 	t.mu.Lock()
@@ -247,7 +252,7 @@ func (b *build) scan() (*view, bool) {
 	if !b.m.all {
 		matched = rows[:0] // in place: a row is kept before the next is read
 		for start := 0; start < n; start += buildCheck {
-			if b.stop.Load() {
+			if !b.pause() {
 				return nil, false
 			}
 			block := rows[start:min(start+buildCheck, n)]
@@ -257,16 +262,36 @@ func (b *build) scan() (*view, bool) {
 					matched = append(matched, r)
 				}
 			}
-			runtime.Gosched()
 		}
 	}
-	if b.stop.Load() {
+	if !b.pause() {
 		return nil, false
 	}
-	sorted := b.x.sortEntries(matched, sc)
+	sorted := b.x.sortEntries(matched, sc, b.pause)
+	if sorted == nil && len(matched) > 0 {
+		return nil, false
+	}
 	v.tree = newTree(b.x.cmp, uint64(len(sorted))^uint64(n)<<32)
-	v.tree.build(sorted)
+	if !v.tree.build(sorted, b.pause) {
+		return nil, false
+	}
 	return v, true
+}
+
+// pause is a build's check between blocks of rows and passes of its
+// sort: it yields the processor, and gives b's slot up and waits to get
+// one again if another owner has the better claim on it (BuildSlots).
+// It reports false once b must stop: nobody waits for it any more, the
+// table has ended, or it was dropped while paused.
+func (b *build) pause() bool {
+	if b.stop.Load() {
+		return false
+	}
+	runtime.Gosched()
+	if b.slot.preempt.Load() && !b.slots.yield(b.slot) {
+		return false
+	}
+	return !b.stop.Load()
 }
 
 // apply applies changes to v, which has no window yet.

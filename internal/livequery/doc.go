@@ -106,8 +106,13 @@
 // Query.Owner of the Open that started it), and a free slot goes to the
 // owner served least recently, so an owner's queue of builds delays
 // another owner's new view by no more than the builds already scanning.
-// The slot is held from the snapshot to the end of the scan: a queued
-// build holds no snapshot and queues no changes, and one whose Opens
+// Nor, mostly, by those: a scanning build whose owner had been served
+// more recently than the owner of a build that queues gives its slot up
+// to it at its next check (between blocks of rows and passes of its
+// sort), keeping its snapshot and work, and resumes after it (see
+// BuildSlots). The slot is held from the snapshot to the end of the
+// scan, pauses aside: a queued build holds no snapshot and queues no
+// changes, and one whose Opens
 // all gave up leaves the queue without scanning; catching up and
 // installing happen after the slot is released. A table that ends drops
 // its queued builds, whose Opens get its error. Lock order: the table's

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // BuildSlots bounds the view builds that scan at once, over every table
@@ -12,11 +13,26 @@ import (
 // and Fairness shares seats between flows, but small: a build waits in
 // the FIFO queue of its owner (the Query.Owner of the Open that started
 // it), and a free slot goes to the owner with a queued build that was
-// served least recently (owners served never since they were last idle
-// first, in the order their queues began). So an owner that opens new
-// sorts and filters one after another holds at most the slots free, one
-// at a time as they come, and delays another owner's new view by no more
-// than the builds already scanning.
+// served least recently (owners never served, or not within the last
+// flowMemory slots given, first, in the order their queues began). So
+// an owner that opens new sorts and filters one after another holds at
+// most the slots free, one at a time as they come.
+//
+// An owner whose build queues while every slot is taken may have the
+// better claim on a slot than a build scanning: it was served less
+// recently than that build's owner had been when the build got its
+// slot, so it would have had the slot first, had it asked a moment
+// earlier. That build then gives its slot up at its next check (between
+// blocks of rows and passes of its sort, a millisecond or so apart),
+// keeping its snapshot and the work done, and waits at the head of its
+// owner's queue to resume where it stopped. Resuming does not count as
+// being served, and the owner it gave way to was served meanwhile, so
+// that owner never takes the slot from it twice. So an owner who opens
+// a new view now and then waits for no more than a block of a busier
+// owner's build, not for the whole build, and the busier owner's builds
+// take the slot back when it is done. At most as many builds as there
+// are slots are paused at once (each keeps its snapshot and scratch
+// memory).
 //
 // A slot is held from the build's snapshot of the table's rows
 // (Table.rows.Clone) to the end of its scan: the O(n) part. Catching up
@@ -31,37 +47,59 @@ type BuildSlots struct {
 	mu      sync.Mutex
 	running int
 	waiting int
+	// paused counts the scanning builds asked to give their slot up, and
+	// those that did and wait to resume: at most n.
+	paused int
+	// scanning are the builds holding a slot.
+	scanning []*slot
 	// grants counts the slots given, to order the flows by when they
 	// were last served.
 	grants uint64
-	flows  map[string]*flow
+	// flows are the owners with builds, and those without served within
+	// the last flowMemory grants (some more, until the next prune).
+	flows   map[string]*flow
+	pruneAt int
 	// queued holds the flows with queued builds, in the order their
 	// queues began.
 	queued []*flow
 }
 
+// flowMemory is how many slots given an idle owner's last service is
+// remembered for: one not served within them counts as never served.
+// It bounds the idle flows kept, as each slot given serves one.
+const flowMemory = 1024
+
 // flow is one owner's builds.
 type flow struct {
 	owner string
 	queue []*slot
-	// active counts its builds queued or scanning: the flow is dropped
-	// when none is left, and starts over, unserved, when it comes back.
+	// active counts its builds queued, scanning or paused.
 	active int
-	// served is when it was last given a slot (grants); 0: not since it
-	// was idle.
+	// served is when it was last given a slot (grants); 0: never, or not
+	// within flowMemory grants.
 	served uint64
 }
 
 // slot is a build's place in BuildSlots: queued, then given a slot or
-// dropped.
+// dropped; once given one, maybe asked to give it up (preempt), queued
+// again at the head of its flow's queue (paused), and given one again.
 type slot struct {
 	f *flow
 	// ready is closed once the build may scan (granted) or has left the
-	// queue (dropped); granted and done are guarded by BuildSlots.mu, and
-	// granted is read by the build once ready is closed.
+	// queue (dropped); granted, done, paused and claim are guarded by
+	// BuildSlots.mu, and granted is read by the build once ready is
+	// closed.
 	ready   chan struct{}
 	granted bool
 	done    bool
+	paused  bool
+	// claim is when its flow had last been served as the build got its
+	// slot: a flow served before that has the better claim on the slot.
+	claim uint64
+	// preempt asks the build to give its slot up at its next check
+	// (BuildSlots.yield); set and cleared under BuildSlots.mu, read by
+	// the build without it.
+	preempt atomic.Bool
 }
 
 // NewBuildSlots returns slots for n builds at once; n <= 0 means
@@ -71,10 +109,10 @@ func NewBuildSlots(n int) *BuildSlots {
 	if n <= 0 {
 		n = max(1, runtime.GOMAXPROCS(0)/2)
 	}
-	return &BuildSlots{n: n, flows: map[string]*flow{}}
+	return &BuildSlots{n: n, flows: map[string]*flow{}, pruneAt: 2 * flowMemory}
 }
 
-// Waiting returns how many builds wait for a slot.
+// Waiting returns how many builds wait for a slot, paused ones included.
 func (s *BuildSlots) Waiting() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -82,7 +120,8 @@ func (s *BuildSlots) Waiting() int {
 }
 
 // enqueue queues a build of owner's, and gives it a slot at once if one
-// is free and no other build waits.
+// is free and no other build waits; or else asks a scanning build with
+// a weaker claim to give its slot up.
 func (s *BuildSlots) enqueue(owner string) *slot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -99,7 +138,74 @@ func (s *BuildSlots) enqueue(owner string) *slot {
 	f.queue = append(f.queue, sl)
 	s.waiting++
 	s.grantLocked()
+	if !sl.done {
+		s.preemptLocked(f)
+	}
 	return sl
+}
+
+// preemptLocked asks a scanning build to give its slot up to f, whose
+// build has queued with every slot taken, if f has the better claim on
+// it (see BuildSlots): of those builds, the one whose owner had been
+// served last, and none while n builds are already paused or asked to
+// pause. Caller must hold s.mu.
+func (s *BuildSlots) preemptLocked(f *flow) {
+	if s.paused >= s.n {
+		return
+	}
+	var last *slot
+	for _, sl := range s.scanning {
+		if sl.f != f && f.served < sl.claim && !sl.preempt.Load() && (last == nil || sl.claim > last.claim) {
+			last = sl
+		}
+	}
+	if last != nil {
+		last.preempt.Store(true)
+		s.paused++
+	}
+}
+
+// claimedLocked reports whether a queued flow has the better claim on
+// sl's slot (see preemptLocked). Caller must hold s.mu.
+func (s *BuildSlots) claimedLocked(sl *slot) bool {
+	for _, f := range s.queued {
+		if f != sl.f && f.served < sl.claim {
+			return true
+		}
+	}
+	return false
+}
+
+// yield is a scanning build's answer to sl.preempt: it gives its slot up
+// to the queued build with the better claim, if one still waits, and
+// waits at the head of its flow's queue for a slot again. It reports
+// false if the build was dropped meanwhile (drop): it holds no slot
+// then, and must stop.
+func (s *BuildSlots) yield(sl *slot) bool {
+	s.mu.Lock()
+	if !sl.preempt.Load() {
+		s.mu.Unlock()
+		return true
+	}
+	sl.preempt.Store(false)
+	if !s.claimedLocked(sl) { // the claimant gave up, or got a slot freed
+		s.paused--
+		s.mu.Unlock()
+		return true
+	}
+	f := sl.f
+	if len(f.queue) == 0 {
+		s.queued = append(s.queued, f)
+	}
+	f.queue = slices.Insert(f.queue, 0, sl)
+	sl.ready, sl.granted, sl.done, sl.paused = make(chan struct{}), false, false, true
+	s.waiting++
+	s.stopScanningLocked(sl)
+	s.grantLocked()
+	ready := sl.ready
+	s.mu.Unlock()
+	<-ready
+	return sl.granted
 }
 
 // wait returns once sl has a slot (true) or has been dropped (false).
@@ -108,9 +214,9 @@ func (sl *slot) wait() bool {
 	return sl.granted
 }
 
-// drop takes sl out of its queue if it is still there: its build will
-// not scan. A slot already given is left to its build, which releases
-// it.
+// drop takes sl out of its queue if it is still there, paused or not: its
+// build will not scan. A slot already given is left to its build, which
+// releases it.
 func (s *BuildSlots) drop(sl *slot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -123,31 +229,59 @@ func (s *BuildSlots) drop(sl *slot) {
 		s.queued = slices.DeleteFunc(s.queued, func(o *flow) bool { return o == f })
 	}
 	s.waiting--
+	if sl.paused {
+		sl.paused = false
+		s.paused--
+	}
 	s.idleLocked(f)
 	sl.done = true
 	close(sl.ready)
 }
 
-// release frees the slot sl was given, for the next build.
+// release frees the slot sl holds, if it holds one (it does not once
+// dropped while paused), for the next build.
 func (s *BuildSlots) release(sl *slot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.running--
+	if !sl.granted {
+		return
+	}
+	sl.granted = false
+	if sl.preempt.Load() { // asked to pause, and done first
+		sl.preempt.Store(false)
+		s.paused--
+	}
+	s.stopScanningLocked(sl)
 	s.idleLocked(sl.f)
 	s.grantLocked()
 }
 
-// idleLocked records that one of f's builds left, and forgets f with its
-// last. Caller must hold s.mu.
+// stopScanningLocked takes sl out of the scanning builds. Caller must
+// hold s.mu.
+func (s *BuildSlots) stopScanningLocked(sl *slot) {
+	s.running--
+	s.scanning = slices.DeleteFunc(s.scanning, func(o *slot) bool { return o == sl })
+}
+
+// idleLocked records that one of f's builds left. Flows without builds
+// are kept while their last service is remembered (flowMemory), and
+// dropped, once they are many, when it is not. Caller must hold s.mu.
 func (s *BuildSlots) idleLocked(f *flow) {
-	if f.active--; f.active == 0 {
-		delete(s.flows, f.owner)
+	if f.active--; f.active > 0 || len(s.flows) <= s.pruneAt {
+		return
 	}
+	for owner, o := range s.flows {
+		if o.active == 0 && o.served+flowMemory <= s.grants {
+			delete(s.flows, owner)
+		}
+	}
+	s.pruneAt = max(2*flowMemory, 2*len(s.flows))
 }
 
 // grantLocked gives the free slots to the queued builds, each to the
-// head of the queue of the flow served least recently. Caller must hold
-// s.mu.
+// head of the queue of the flow served least recently. A paused build
+// resumes without its flow counting as served again (see BuildSlots).
+// Caller must hold s.mu.
 func (s *BuildSlots) grantLocked() {
 	for s.running < s.n && len(s.queued) > 0 {
 		i := 0
@@ -162,10 +296,20 @@ func (s *BuildSlots) grantLocked() {
 		if len(f.queue) == 0 {
 			s.queued = slices.Delete(s.queued, i, i+1)
 		}
-		s.grants++
-		f.served = s.grants
+		if sl.paused {
+			sl.paused = false
+			s.paused--
+		} else {
+			if f.served+flowMemory <= s.grants {
+				f.served = 0 // forgotten, as if its flow had been pruned
+			}
+			sl.claim = f.served
+			s.grants++
+			f.served = s.grants
+		}
 		s.waiting--
 		s.running++
+		s.scanning = append(s.scanning, sl)
 		sl.granted, sl.done = true, true
 		close(sl.ready)
 	}

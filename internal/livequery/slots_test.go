@@ -17,8 +17,13 @@ import (
 type slotProbe struct {
 	arrived chan string // a build's view (its sort key) once it holds a slot
 	release chan struct{}
+	// blocked receives a view's sort key when its scan stops at its gate.
+	blocked chan string
 
 	mu sync.Mutex
+	// gates stop the next scan of a view at its first sort value read,
+	// until closed; a gate is used once.
+	gates map[string]chan struct{}
 	// runs are the sort keys the scans read rows for, one entry per run
 	// of reads by one scan: a scan that ran while another did shows up
 	// in two runs.
@@ -36,7 +41,13 @@ func newSlotTable(n int, slots *BuildSlots, p *slotProbe) *Table {
 				if len(p.runs) == 0 || p.runs[len(p.runs)-1] != key {
 					p.runs = append(p.runs, key)
 				}
+				g := p.gates[key]
+				delete(p.gates, key)
 				p.mu.Unlock()
+				if g != nil {
+					p.blocked <- key
+					<-g
+				}
 				return String(r.Name)
 			}, nil
 		}})
@@ -53,7 +64,17 @@ func newSlotTable(n int, slots *BuildSlots, p *slotProbe) *Table {
 }
 
 func newSlotProbe() *slotProbe {
-	return &slotProbe{arrived: make(chan string, 16), release: make(chan struct{})}
+	return &slotProbe{arrived: make(chan string, 16), release: make(chan struct{}), blocked: make(chan string, 16), gates: map[string]chan struct{}{}}
+}
+
+// gate stops the next scan of the view sorted by key at its first sort
+// value read, until the returned channel is closed.
+func (p *slotProbe) gate(key string) chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	g := make(chan struct{})
+	p.gates[key] = g
+	return g
 }
 
 func (p *slotProbe) scans() []string {
@@ -86,7 +107,8 @@ func (p *slotProbe) next(t *testing.T) string {
 // With one slot, builds scan one at a time, and a free slot goes to the
 // owner served least recently: alice's four new views, queued first,
 // delay bob's (on another table sharing the slots) by the one already
-// scanning, not by all four.
+// scanning, not by all four. That one, alice's first ever, keeps its
+// slot: bob's claim is no better.
 func TestBuildSlotsFairByOwner(t *testing.T) {
 	slots := NewBuildSlots(1)
 	p := newSlotProbe()
@@ -125,6 +147,163 @@ func TestBuildSlotsFairByOwner(t *testing.T) {
 	}
 	tbl.Wait()
 	other.Wait()
+	checkSlotsIdle(t, slots)
+}
+
+// serve has owner open and close the view sorted by key on tbl, its
+// build let through p, so that owner has been served.
+func serve(t *testing.T, tbl *Table, p *slotProbe, owner, key string) {
+	t.Helper()
+	res := openAsync(context.Background(), tbl, slotQuery(owner, key))
+	if got := p.next(t); got != key {
+		t.Fatalf("build %q got the slot, want %s", got, key)
+	}
+	p.release <- struct{}{}
+	r := result(t, res)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	r.w.Close()
+}
+
+// checkSlotsIdle fails the test unless slots hold no build: none
+// scanning, queued or paused, and no flow with one.
+func checkSlotsIdle(t *testing.T, slots *BuildSlots) {
+	t.Helper()
+	slots.mu.Lock()
+	defer slots.mu.Unlock()
+	if slots.running != 0 || slots.waiting != 0 || slots.paused != 0 || len(slots.scanning) != 0 || len(slots.queued) != 0 {
+		t.Errorf("slots after the builds: %d running, %d waiting, %d paused, %d scanning, %d queued",
+			slots.running, slots.waiting, slots.paused, len(slots.scanning), len(slots.queued))
+	}
+	for owner, f := range slots.flows {
+		if f.active != 0 || len(f.queue) != 0 {
+			t.Errorf("after the builds, %s's flow holds %d builds, %d queued", owner, f.active, len(f.queue))
+		}
+	}
+}
+
+// paused returns how many builds are paused or asked to pause.
+func (s *BuildSlots) pausedBuilds() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.paused
+}
+
+// A build of alice's, who was served before, scanning when bob (never
+// served) queues a build, gives its slot up to bob's at its next check,
+// and resumes where it stopped once that build has scanned; bob, served
+// since, does not take the slot from it again with his next build,
+// which waits.
+func TestBuildSlotsNewOwnerPreempts(t *testing.T) {
+	slots := NewBuildSlots(1)
+	p := newSlotProbe()
+	tbl := newSlotTable(5000, slots, p)
+	serve(t, tbl, p, "alice", "a0")
+	alice := openAsync(context.Background(), tbl, slotQuery("alice", "a1"))
+	if got := p.next(t); got != "a1" {
+		t.Fatalf("first build %q, want a1", got)
+	}
+	bob := openAsync(context.Background(), tbl, slotQuery("bob", "b1"))
+	testenv.Eventually(t, "bob's build to queue", func() bool { return slots.Waiting() == 1 })
+	if n := slots.pausedBuilds(); n != 1 {
+		t.Fatalf("%d builds asked to pause once bob's queued, want alice's", n)
+	}
+	// a1 resumes after b1, and stops at its first sort value then.
+	resumed := p.gate("a1")
+	p.release <- struct{}{}
+	if got := p.next(t); got != "b1" {
+		t.Fatalf("next build to get the slot %q, want bob's b1", got)
+	}
+	select {
+	case r := <-alice:
+		t.Fatalf("alice's build ended (%v) before bob's scanned: it did not give its slot up", r.err)
+	default:
+	}
+	if got := p.scans(); !slices.Equal(got, []string{"a0"}) {
+		t.Errorf("scans %v before bob's: alice's read sort values before it paused", got)
+	}
+	p.release <- struct{}{}
+	rb := result(t, bob)
+	if rb.err != nil {
+		t.Fatal(rb.err)
+	}
+	defer rb.w.Close()
+	var key string
+	within(t, "alice's build to resume", nil, func() { key = <-p.blocked })
+	if key != "a1" {
+		t.Fatalf("%q resumed, want a1", key)
+	}
+	bob2 := openAsync(context.Background(), tbl, slotQuery("bob", "b2"))
+	testenv.Eventually(t, "bob's second build to queue", func() bool { return slots.Waiting() == 1 })
+	if n := slots.pausedBuilds(); n != 0 {
+		t.Errorf("%d builds asked to pause for bob's second, served since alice's started", n)
+	}
+	close(resumed)
+	if got := p.next(t); got != "b2" {
+		t.Fatalf("next build to get the slot %q, want b2", got)
+	}
+	// b2 holds the slot: a1 scanned to its end, not paused again.
+	if n := slots.pausedBuilds(); n != 0 {
+		t.Errorf("%d builds paused while b2 scans: alice's gave way to bob twice", n)
+	}
+	p.release <- struct{}{}
+	for _, res := range []<-chan openResult{alice, bob2} {
+		r := result(t, res)
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if got := rowKeys(r.w.Rows()); !slices.Equal(got, []string{"a/r00000", "a/r00001"}) {
+			t.Errorf("rows %v", got)
+		}
+		r.w.Close()
+	}
+	if got, want := p.scans(), []string{"a0", "b1", "a1", "b2"}; !slices.Equal(got, want) {
+		t.Errorf("the scans read rows in runs %v, want %v", got, want)
+	}
+	tbl.Wait()
+	checkSlotsIdle(t, slots)
+}
+
+// A paused build whose Opens all give up leaves the queue: it does not
+// resume, and holds nothing after.
+func TestBuildSlotsPausedBuildCancelled(t *testing.T) {
+	slots := NewBuildSlots(1)
+	p := newSlotProbe()
+	tbl := newSlotTable(5000, slots, p)
+	serve(t, tbl, p, "alice", "a0")
+	ctx, cancel := context.WithCancel(context.Background())
+	alice := openAsync(ctx, tbl, slotQuery("alice", "a1"))
+	if got := p.next(t); got != "a1" {
+		t.Fatalf("first build %q, want a1", got)
+	}
+	bob := openAsync(context.Background(), tbl, slotQuery("bob", "b1"))
+	testenv.Eventually(t, "bob's build to queue", func() bool { return slots.Waiting() == 1 })
+	p.release <- struct{}{}
+	if got := p.next(t); got != "b1" {
+		t.Fatalf("next build to get the slot %q, want bob's b1", got)
+	}
+	cancel()
+	if r := result(t, alice); !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("paused build's Open after its context ended: %v, want %v", r.err, context.Canceled)
+	}
+	testenv.Eventually(t, "alice's paused build to leave the queue", func() bool { return slots.Waiting() == 0 })
+	p.release <- struct{}{}
+	if r := result(t, bob); r.err != nil {
+		t.Fatal(r.err)
+	} else {
+		r.w.Close()
+	}
+	within(t, "the builds to end", nil, tbl.Wait)
+	if got := p.scans(); !slices.Equal(got, []string{"a0", "b1"}) {
+		t.Errorf("scans %v, want a0 and b1 only: the cancelled build resumed", got)
+	}
+	tbl.mu.Lock()
+	if len(tbl.builds) != 0 || len(tbl.owned) != 0 {
+		t.Errorf("after the builds: %d builds, owned %v", len(tbl.builds), tbl.owned)
+	}
+	tbl.mu.Unlock()
+	checkSlotsIdle(t, slots)
 }
 
 // A build whose Open gives up while it waits for a slot leaves the
@@ -172,11 +351,7 @@ func TestBuildSlotsQueuedBuildCancelled(t *testing.T) {
 	if len(tbl.builds) != 0 || len(tbl.owned) != 0 {
 		t.Errorf("after the builds: %d builds, owned %v", len(tbl.builds), tbl.owned)
 	}
-	slots.mu.Lock()
-	defer slots.mu.Unlock()
-	if slots.running != 0 || len(slots.flows) != 0 || len(slots.queued) != 0 {
-		t.Errorf("slots after the builds: %d running, flows %v, %d queued", slots.running, slots.flows, len(slots.queued))
-	}
+	checkSlotsIdle(t, slots)
 }
 
 // A table that ends while builds wait for a slot ends their Opens with
@@ -257,4 +432,31 @@ func TestBuildSlotsWantedAgainWhileQueued(t *testing.T) {
 		t.Errorf("rows %v", got)
 	}
 	tbl.Wait()
+}
+
+// Idle owners are remembered while their last service is among the last
+// flowMemory slots given, and no longer: the flows kept stay bounded
+// however many owners come and go.
+func TestBuildSlotsForgetIdleOwners(t *testing.T) {
+	slots := NewBuildSlots(1)
+	const owners = 5 * flowMemory
+	for i := range owners {
+		sl := slots.enqueue(fmt.Sprintf("owner-%d", i))
+		if !sl.wait() {
+			t.Fatalf("owner-%d's build got no slot", i)
+		}
+		slots.release(sl)
+	}
+	checkSlotsIdle(t, slots)
+	slots.mu.Lock()
+	defer slots.mu.Unlock()
+	if n := len(slots.flows); n < flowMemory || n > 2*flowMemory+1 {
+		t.Errorf("%d flows kept after %d owners came and went, want the last %d served, and at most %d", n, owners, flowMemory, 2*flowMemory+1)
+	}
+	for i := owners - flowMemory; i < owners; i++ {
+		if f := slots.flows[fmt.Sprintf("owner-%d", i)]; f == nil || f.served == 0 {
+			t.Errorf("owner-%d, served among the last %d, forgotten", i, flowMemory)
+			break
+		}
+	}
 }

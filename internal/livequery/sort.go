@@ -2,7 +2,6 @@ package livequery
 
 import (
 	"cmp"
-	"runtime"
 	"slices"
 	"sync"
 )
@@ -59,15 +58,22 @@ func sized[T any](s []T, n int) []T { return slices.Grow(s[:0], n)[:n] }
 
 // sortEntries returns the entries in x of rows, which must be in key
 // order, in x's order (compareEntries). The slice it returns is sc's:
-// it lives until sc is released.
-func (x *index) sortEntries(rows []*row, sc *scratch) []*entry {
+// it lives until sc is released. It calls pause, if not nil, between
+// its passes (see build.go), and returns nil as soon as pause reports
+// false.
+func (x *index) sortEntries(rows []*row, sc *scratch, pause func() bool) []*entry {
+	if pause == nil {
+		pause = func() bool { return true }
+	}
 	missing := uint8(4) // last
 	if x.spec.Desc != x.spec.Reversed {
 		missing = 0
 	}
 	ents := make([]entry, len(rows)) // one allocation for the view's first entries
 	x.values(rows, ents, sc)
-	runtime.Gosched() // see build.go
+	if !pause() {
+		return nil
+	}
 	sc.ks = sized(sc.ks, len(rows))
 	ks := sc.ks
 	for i, r := range rows {
@@ -84,9 +90,15 @@ func (x *index) sortEntries(rows []*row, sc *scratch) []*entry {
 		}
 		ks[i] = k
 	}
+	if !pause() {
+		return nil
+	}
 	sc.tmp = sized(sc.tmp, len(ks))
-	ks = radixSort(ks, sc.tmp)
+	if ks = radixSort(ks, sc.tmp, pause); ks == nil {
+		return nil
+	}
 	desc := x.spec.Desc
+	compared := 0 // entries sorted by comparison since the last pause
 	for i := 0; i < len(ks); {
 		j := i + 1
 		exact := ks[i].exact
@@ -105,6 +117,12 @@ func (x *index) sortEntries(rows []*row, sc *scratch) []*entry {
 				}
 				return cmp.Compare(a.seq, b.seq)
 			})
+			if compared += j - i; compared >= buildCheck {
+				if !pause() {
+					return nil
+				}
+				compared = 0
+			}
 		}
 		i = j
 	}
@@ -169,8 +187,9 @@ func radixByte(k *keyed, p int) byte {
 
 // radixSort sorts ks stably by rank, then hi, then lo, using tmp (of
 // ks' length) as scratch, and returns the sorted slice: ks or tmp. A
-// pass whose byte is the same in every entry is skipped.
-func radixSort(ks, tmp []keyed) []keyed {
+// pass whose byte is the same in every entry is skipped. It calls pause
+// between passes, and returns nil as soon as it reports false.
+func radixSort(ks, tmp []keyed, pause func() bool) []keyed {
 	if len(ks) < 2 {
 		return ks
 	}
@@ -196,7 +215,9 @@ func radixSort(ks, tmp []keyed) []keyed {
 			c[b]++
 		}
 		ks, tmp = tmp, ks
-		runtime.Gosched() // see build.go
+		if !pause() {
+			return nil
+		}
 	}
 	return ks
 }

@@ -52,11 +52,17 @@ func (t *tree) Len() int { return size(t.root) }
 
 // build replaces the contents by sorted, which must be in cmp order with
 // no two equal, in O(n): a Cartesian tree on random priorities, which is
-// the treap any insertion order would give.
-func (t *tree) build(sorted []*entry) {
+// the treap any insertion order would give. It calls pause, if not nil,
+// every treeBuildCheck elements (see build.go), and gives up, reporting
+// false and leaving t empty, as soon as pause does.
+func (t *tree) build(sorted []*entry, pause func() bool) bool {
 	var stack []*node
 	nodes := make([]node, len(sorted)) // one allocation for the tree's first nodes
 	for i, e := range sorted {
+		if pause != nil && i > 0 && i%treeBuildCheck == 0 && !pause() {
+			t.root = nil
+			return false
+		}
 		n := &nodes[i]
 		*n = node{e: e, prio: t.next()}
 		var last *node
@@ -72,11 +78,16 @@ func (t *tree) build(sorted []*entry) {
 	}
 	if len(stack) == 0 {
 		t.root = nil
-		return
+		return true
 	}
 	t.root = stack[0]
 	fixAll(t.root)
+	return true
 }
+
+// treeBuildCheck is how many elements tree.build places between two
+// pauses: about a millisecond's work.
+const treeBuildCheck = 16 * 1024
 
 // fixAll sets every subtree size below n.
 func fixAll(n *node) int {

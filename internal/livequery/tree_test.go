@@ -106,7 +106,7 @@ func TestTreeBuild(t *testing.T) {
 				sorted[i] = intEntry(i)
 			}
 			tr := newTree(compareInts, 1)
-			tr.build(sorted)
+			tr.build(sorted, nil)
 			checkTree(t, tr)
 			if tr.Len() != n {
 				t.Fatalf("%d elements, want %d", tr.Len(), n)
