@@ -132,5 +132,5 @@ bench-report: ## Regenerate docs/benchmarks.md's goals and docs/benchmarks-figur
 bench-micro: ## Go micro-benchmarks of the hot paths, BENCHCOUNT runs each, into $(BENCHDIR)/micro.txt (compare with benchstat)
 	mkdir -p $(BENCHDIR)
 	{ $(GO) test -run '^$$' -p 1 -bench 'Fanout|Pop|List|Decode|AppendEvent|UpstreamUpdate|PassThroughWrite' -benchmem -count $(BENCHCOUNT) -benchtime $(BENCHTIME) ./internal/informer/ ./internal/http/ ./internal/ws/ && \
-	  $(GO) test -run '^$$' -p 1 -timeout 30m -bench 'Change|Scroll|Open|FirstWindow|WindowUpdates|TableBuild' -benchmem -count $(BENCHCOUNT) -benchtime $(BENCHTIME) ./internal/livequery/ ./internal/livequery/wire/ && \
+	  $(GO) test -run '^$$' -p 1 -timeout 30m -bench 'Change|Scroll|Open|FirstWindow|NewViewUnderChurn|WindowUpdates|TableBuild' -benchmem -count $(BENCHCOUNT) -benchtime $(BENCHTIME) ./internal/livequery/ ./internal/livequery/wire/ && \
 	  $(GO) test -run '^$$' -p 1 -bench 'IdleSocket|CacheMemory|TableMemory' -benchmem -count $(BENCHCOUNT) -benchtime 1x ./internal/ws/ ./internal/informer/ ./internal/livequery/wire/ ; } | tee $(BENCHDIR)/micro.txt

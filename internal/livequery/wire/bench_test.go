@@ -446,3 +446,69 @@ func heapInUse() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
+
+// BenchmarkNewViewUnderChurn measures index=new-selector's first window
+// over 100,000 pods for a user who opens a new view now and then, while
+// another opens new views over the same table one after another, each
+// through a selector of its own, as kubegate-bench's viewchurn does at
+// the gateway: what a user's new view waits for the build slot the
+// churner holds, besides its own build. Between two of the user's views
+// (untimed) the churner builds two. churner-views/s is what the churner
+// got meanwhile.
+func BenchmarkNewViewUnderChurn(b *testing.B) {
+	const n = 100_000
+	_, p := podSchema()
+	t := table(b, n)
+	base := query(b, p, wire.Params{Sort: "restarts", Order: "desc", Limit: benchLimit})
+	open := func(ctx context.Context, owner string, i int) (*livequery.Window, error) {
+		sel, err := labels.Parse(fmt.Sprintf("!%s-%d", owner, i))
+		if err != nil {
+			return nil, err
+		}
+		q := base
+		q.Filter.Label, q.Owner = sel, owner
+		return t.Open(ctx, q)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var (
+		wg      sync.WaitGroup
+		churned int
+		built   = make(chan struct{}, 1)
+	)
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			w, err := open(ctx, "churner", i)
+			if err != nil {
+				return // ctx ended
+			}
+			w.Close()
+			churned++
+			select {
+			case built <- struct{}{}:
+			default:
+			}
+		}
+	})
+	var ops []livequery.Op
+	i := 0
+	start := time.Now()
+	for b.Loop() {
+		b.StopTimer()
+		for range 2 {
+			<-built
+		}
+		b.StartTimer()
+		w, err := open(context.Background(), "victim", i)
+		if err != nil {
+			b.Fatal(err)
+		}
+		i++
+		ops, _ = w.Pop(ops[:0])
+		w.Close()
+	}
+	wall := time.Since(start)
+	cancel()
+	wg.Wait()
+	checkFirst(b, ops, n)
+	b.ReportMetric(float64(churned)/wall.Seconds(), "churner-views/s")
+}
