@@ -773,10 +773,11 @@ func TestOverlappingResourcesRejected(t *testing.T) {
 func TestOutageLongerThanTheRetryBudget(t *testing.T) {
 	rcv := newReceiver(t, time.Now)
 	var down atomic.Bool
-	rcv.setRespond(func(n int, w http.ResponseWriter) {
+	rcv.setStatus(func(int) int {
 		if down.Load() {
-			w.WriteHeader(http.StatusServiceUnavailable)
+			return http.StatusServiceUnavailable
 		}
+		return 0
 	})
 	c := hookConfig(t, "a", rcv.srv.URL)
 	c.Retry.MaxAttempts, c.Retry.MaxBackoff = 3, metav1.Duration{Duration: 4 * time.Second}

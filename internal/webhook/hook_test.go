@@ -236,6 +236,7 @@ type receiver struct {
 	mu      sync.Mutex
 	now     func() time.Time                   // guarded by mu
 	respond func(n int, w http.ResponseWriter) // guarded by mu
+	status  func(n int) int                    // guarded by mu
 	n       int                                // guarded by mu
 }
 
@@ -246,13 +247,21 @@ func newReceiver(t *testing.T, now func() time.Time) *receiver {
 		body, _ := io.ReadAll(req.Body)
 		r.mu.Lock()
 		r.n++
-		n, respond, now := r.n, r.respond, r.now
+		n, respond, status, now := r.n, r.respond, r.status, r.now
 		r.mu.Unlock()
+		code := 0
+		if status != nil {
+			code = status(n) // before the test can read the request
+		}
 		select {
 		case r.got <- request{header: req.Header.Clone(), body: body,
 			verify: verifyAt([][]byte{testKey(t)}, req.Header, body, 5*time.Minute, now())}:
 		case <-quit:
 			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		if code != 0 {
+			w.WriteHeader(code)
 			return
 		}
 		if respond != nil {
@@ -273,6 +282,17 @@ func (r *receiver) setNow(now func() time.Time) {
 func (r *receiver) setRespond(f func(n int, w http.ResponseWriter)) {
 	r.mu.Lock()
 	r.respond = f
+	r.mu.Unlock()
+}
+
+// setStatus answers the nth request with f(n), or as setRespond says
+// where f(n) is 0. f is called as the request arrives, before the test
+// can read it: a respond function runs after, so an outage a test turns
+// on once it has read a request would fail that request too, and the
+// hook would retry it.
+func (r *receiver) setStatus(f func(n int) int) {
+	r.mu.Lock()
+	r.status = f
 	r.mu.Unlock()
 }
 

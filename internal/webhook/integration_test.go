@@ -376,10 +376,11 @@ func TestIntegrationOutageReconciles(t *testing.T) {
 			o.cms = env.Client.CoreV1().ConfigMaps(o.ns)
 			o.rcv = newReceiver(t, o.clk.Now)
 			var down atomic.Bool
-			o.rcv.setRespond(func(n int, w http.ResponseWriter) {
+			o.rcv.setStatus(func(int) int {
 				if down.Load() {
-					w.WriteHeader(http.StatusServiceUnavailable)
+					return http.StatusServiceUnavailable
 				}
+				return 0
 			})
 			c := hookConfig(t, "outage", o.rcv.srv.URL)
 			c.Resources = []Resource{{Resource: "configmaps", Namespace: o.ns}}
