@@ -267,8 +267,8 @@ func (b *build) scan() (*view, bool) {
 	if !b.pause() {
 		return nil, false
 	}
-	sorted := b.x.sortEntries(matched, sc, b.pause)
-	if sorted == nil && len(matched) > 0 {
+	sorted, ok := b.x.sortEntries(matched, sc, b.pause)
+	if !ok {
 		return nil, false
 	}
 	v.tree = newTree(b.x.cmp, uint64(len(sorted))^uint64(n)<<32)

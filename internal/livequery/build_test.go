@@ -321,7 +321,7 @@ func TestSortEntriesIsCompareEntries(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := x.sortEntries(rows, new(scratch), nil)
+		got, _ := x.sortEntries(rows, new(scratch), nil)
 		for _, e := range got {
 			if want := x.value(e.r.Row); e.val.Kind() != want.Kind() || Compare(e.val, want) != 0 {
 				t.Fatalf("%+v: %s has the value %q, the index reads %q", spec, e.r.Key(), e.val, want)

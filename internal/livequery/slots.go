@@ -202,10 +202,8 @@ func (s *BuildSlots) yield(sl *slot) bool {
 	s.waiting++
 	s.stopScanningLocked(sl)
 	s.grantLocked()
-	ready := sl.ready
 	s.mu.Unlock()
-	<-ready
-	return sl.granted
+	return sl.wait()
 }
 
 // wait returns once sl has a slot (true) or has been dropped (false).

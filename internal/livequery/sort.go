@@ -59,9 +59,9 @@ func sized[T any](s []T, n int) []T { return slices.Grow(s[:0], n)[:n] }
 // sortEntries returns the entries in x of rows, which must be in key
 // order, in x's order (compareEntries). The slice it returns is sc's:
 // it lives until sc is released. It calls pause, if not nil, between
-// its passes (see build.go), and returns nil as soon as pause reports
-// false.
-func (x *index) sortEntries(rows []*row, sc *scratch, pause func() bool) []*entry {
+// its passes (see build.go), and gives up, reporting false, as soon as
+// pause does.
+func (x *index) sortEntries(rows []*row, sc *scratch, pause func() bool) ([]*entry, bool) {
 	if pause == nil {
 		pause = func() bool { return true }
 	}
@@ -72,7 +72,7 @@ func (x *index) sortEntries(rows []*row, sc *scratch, pause func() bool) []*entr
 	ents := make([]entry, len(rows)) // one allocation for the view's first entries
 	x.values(rows, ents, sc)
 	if !pause() {
-		return nil
+		return nil, false
 	}
 	sc.ks = sized(sc.ks, len(rows))
 	ks := sc.ks
@@ -91,11 +91,12 @@ func (x *index) sortEntries(rows []*row, sc *scratch, pause func() bool) []*entr
 		ks[i] = k
 	}
 	if !pause() {
-		return nil
+		return nil, false
 	}
 	sc.tmp = sized(sc.tmp, len(ks))
-	if ks = radixSort(ks, sc.tmp, pause); ks == nil {
-		return nil
+	var sorted bool
+	if ks, sorted = radixSort(ks, sc.tmp, pause); !sorted {
+		return nil, false
 	}
 	desc := x.spec.Desc
 	compared := 0 // entries sorted by comparison since the last pause
@@ -119,7 +120,7 @@ func (x *index) sortEntries(rows []*row, sc *scratch, pause func() bool) []*entr
 			})
 			if compared += j - i; compared >= buildCheck {
 				if !pause() {
-					return nil
+					return nil, false
 				}
 				compared = 0
 			}
@@ -127,11 +128,11 @@ func (x *index) sortEntries(rows []*row, sc *scratch, pause func() bool) []*entr
 		i = j
 	}
 	sc.sorted = sized(sc.sorted, len(ks))
-	sorted := sc.sorted
+	out := sc.sorted
 	for i := range ks {
-		sorted[i] = &ents[ks[i].seq]
+		out[i] = &ents[ks[i].seq]
 	}
-	return sorted
+	return out, true
 }
 
 // values sets each entry's sort value: ents[i].val, that of rows[i].
@@ -188,10 +189,10 @@ func radixByte(k *keyed, p int) byte {
 // radixSort sorts ks stably by rank, then hi, then lo, using tmp (of
 // ks' length) as scratch, and returns the sorted slice: ks or tmp. A
 // pass whose byte is the same in every entry is skipped. It calls pause
-// between passes, and returns nil as soon as it reports false.
-func radixSort(ks, tmp []keyed, pause func() bool) []keyed {
+// between passes, and gives up, reporting false, as soon as pause does.
+func radixSort(ks, tmp []keyed, pause func() bool) ([]keyed, bool) {
 	if len(ks) < 2 {
-		return ks
+		return ks, true
 	}
 	var counts [radixPasses][256]int
 	for i := range ks {
@@ -216,8 +217,8 @@ func radixSort(ks, tmp []keyed, pause func() bool) []keyed {
 		}
 		ks, tmp = tmp, ks
 		if !pause() {
-			return nil
+			return nil, false
 		}
 	}
-	return ks
+	return ks, true
 }
