@@ -55,8 +55,19 @@ func (t *tree) Len() int { return size(t.root) }
 // the treap any insertion order would give. It calls pause, if not nil,
 // every treeBuildCheck elements (see build.go), and gives up, reporting
 // false and leaving t empty, as soon as pause does.
+//
+// The stack holds the tree's right spine. A node leaves it complete: its
+// left child left the stack before it was pushed, and its right child is
+// the node above it, which left just before it. So its size is set as it
+// leaves, without another walk of the tree.
 func (t *tree) build(sorted []*entry, pause func() bool) bool {
 	var stack []*node
+	pop := func() *node {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		n.fix()
+		return n
+	}
 	nodes := make([]node, len(sorted)) // one allocation for the tree's first nodes
 	for i, e := range sorted {
 		if pause != nil && i > 0 && i%treeBuildCheck == 0 && !pause() {
@@ -67,8 +78,7 @@ func (t *tree) build(sorted []*entry, pause func() bool) bool {
 		*n = node{e: e, prio: t.next()}
 		var last *node
 		for len(stack) > 0 && stack[len(stack)-1].prio < n.prio {
-			last = stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
+			last = pop()
 		}
 		n.l = last
 		if len(stack) > 0 {
@@ -76,27 +86,16 @@ func (t *tree) build(sorted []*entry, pause func() bool) bool {
 		}
 		stack = append(stack, n)
 	}
-	if len(stack) == 0 {
-		t.root = nil
-		return true
+	t.root = nil
+	for len(stack) > 0 {
+		t.root = pop()
 	}
-	t.root = stack[0]
-	fixAll(t.root)
 	return true
 }
 
 // treeBuildCheck is how many elements tree.build places between two
 // pauses: about a millisecond's work.
 const treeBuildCheck = 16 * 1024
-
-// fixAll sets every subtree size below n.
-func fixAll(n *node) int {
-	if n == nil {
-		return 0
-	}
-	n.size = 1 + fixAll(n.l) + fixAll(n.r)
-	return n.size
-}
 
 // split divides n into the elements before e and those at or after it.
 func (t *tree) split(n *node, e *entry) (l, r *node) {
