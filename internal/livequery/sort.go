@@ -137,31 +137,32 @@ func (x *index) sortEntries(rows []*row, sc *scratch, pause func() bool) ([]*ent
 
 // values sets each entry's sort value: ents[i].val, that of rows[i].
 //
-// A row's value is three loads away (row, Row, its cells), each likely a
-// cache miss at a table's size, and each depending on the one before: a
-// loop that follows the chain row by row waits for each miss in turn, and
-// a processor runs only a few iterations ahead. values follows one link
-// of every row's chain per pass instead, so that a pass's loads do not
-// depend on each other and many misses are in flight at once. At 100,000
-// Pods this takes a view build's sort values from about 40 ms to about
-// 5 ms (BenchmarkFirstWindow, index=new).
+// A column's value is two loads away (the row, its cells; the row keeps
+// the Row's cells for this), each likely a cache miss at a table's size,
+// the second depending on the first: a loop that follows the chain row by
+// row waits for each miss in turn, and a processor runs only a few
+// iterations ahead. values follows one link of every row's chain per pass
+// instead, so that a pass's loads do not depend on each other and many
+// misses are in flight at once. At 100,000 Pods this took a view build's
+// sort values from about 40 ms to about 5 ms (BenchmarkFirstWindow,
+// index=new), with the Row a third load between the two.
 func (x *index) values(rows []*row, ents []entry, sc *scratch) {
-	sc.rs = sized(sc.rs, len(rows))
-	rs := sc.rs
-	for i, r := range rows {
-		rs[i] = r.Row
-	}
 	if x.col < 0 {
+		sc.rs = sized(sc.rs, len(rows))
+		rs := sc.rs
+		for i, r := range rows {
+			rs[i] = r.Row
+		}
 		for i, r := range rs {
 			ents[i].val = x.value(r)
 		}
 		return
 	}
-	sc.cells = sized(sc.cells, len(rs))
+	sc.cells = sized(sc.cells, len(rows))
 	cells := sc.cells
-	for i, r := range rs {
-		if x.col < len(r.Cells) {
-			cells[i] = &r.Cells[x.col]
+	for i, r := range rows {
+		if x.col < len(r.cells) {
+			cells[i] = &r.cells[x.col]
 		}
 	}
 	for i, c := range cells {
