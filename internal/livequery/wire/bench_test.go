@@ -225,7 +225,12 @@ func checkFirst(b *testing.B, ops []livequery.Op, n int) {
 //     view, so Open sorts every row (the index build) under the table's
 //     lock.
 //   - index=new-selector: as index=new, through a label selector every
-//     pod matches (!absent), so the build also reads every row's labels.
+//     pod matches (!absent), so the build also matches every row: the
+//     row's Bloom filters of its labels answer it (labelBloom).
+//   - index=new-selector-values: as index=new-selector, through a
+//     selector every pod matches by its value (shard in (shard-0, ...,
+//     shard-9)), which the filters cannot answer: the build reads every
+//     row's labels.
 //   - rows=shared: the rows were encoded before, for another window, so
 //     encoding is a lookup.
 //   - rows=fresh: each row is encoded for this window.
@@ -236,18 +241,25 @@ func BenchmarkFirstWindow(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	shards, err := labels.Parse("bench.kubegate.io/shard in (shard-0,shard-1,shard-2,shard-3,shard-4,shard-5,shard-6,shard-7,shard-8,shard-9)")
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, n := range []int{10_000, 100_000} {
 		t := table(b, n)
 		for _, c := range []struct {
 			index string
 			fresh bool
-		}{{"shared", false}, {"shared", true}, {"new", true}, {"new-selector", true}} {
+		}{{"shared", false}, {"shared", true}, {"new", true}, {"new-selector", true}, {"new-selector-values", true}} {
 			name := map[bool]string{false: "shared", true: "fresh"}[c.fresh]
 			b.Run(fmt.Sprintf("objects=%d/index=%s/rows=%s", n, c.index, name), func(b *testing.B) {
 				resolve := func() livequery.Query {
 					q := query(b, p, params)
-					if c.index == "new-selector" {
+					switch c.index {
+					case "new-selector":
 						q.Filter.Label = absent
+					case "new-selector-values":
+						q.Filter.Label = shards
 					}
 					return q
 				}
