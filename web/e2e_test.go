@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -608,6 +609,68 @@ func TestDashboardToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, ctx, 30*time.Second, "table after login", `kubegate.connection === "connected" && `+row(ns, "secret-ish")+` !== null`)
+}
+
+// The dashboard retries a refused read as client-go does: at 5 requests
+// a second (burst 3) for its client address, its discovery (some 25
+// reads at once, one per API group) is answered 429 with Retry-After,
+// and still lists every group's resources, a custom resource's
+// included, with no error shown.
+func TestDashboardRetriesRefusedReads(t *testing.T) {
+	env := testenv.Get(t)
+	env.CreateCRD(t, testenv.NewCRD("retry.kubegate.io", "gadgets", "Gadget"))
+	ns := env.Namespace(t)
+	if _, err := env.Client.CoreV1().ConfigMaps(ns).Create(t.Context(), configMap("throttled", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := newBrowser(t)
+	base := startGateway(t, gatewayOptions{config: func(c *config.Config) { c.Auth.UserQPS, c.Auth.UserBurst = 5, 3 }})
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/#resource=configmaps&namespace="+ns)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, 60*time.Second, "every group's resources in the picker", `(() => {
+		const values = [...document.getElementById("resource").options].map((o) => o.value);
+		return ["configmaps", "deployments.v1.apps", "leases.v1.coordination.k8s.io", "gadgets.v1.retry.kubegate.io"].every((v) => values.includes(v));
+	})()`)
+	waitFor(t, ctx, 30*time.Second, "table", `kubegate.connection === "connected" && `+row(ns, "throttled")+` !== null`)
+	shown, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("sub-error").textContent`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shown != "" {
+		t.Errorf("error shown: %q", shown)
+	}
+	// The reads were refused on the way: the gateway counted them. Its
+	// /metrics shares the page's limit, so this read may be refused too.
+	limited := regexp.MustCompile(`(?m)^kubegate_auth_rate_limited_total\{limit="rate"\} (\d+)`)
+	var refused int
+	err = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		res, err := http.Get(base + "/metrics")
+		if err != nil {
+			return false, err
+		}
+		defer res.Body.Close()
+		if res.StatusCode == http.StatusTooManyRequests {
+			return false, nil
+		}
+		b, err := io.ReadAll(res.Body)
+		if err != nil {
+			return false, err
+		}
+		m := limited.FindSubmatch(b)
+		if res.StatusCode != http.StatusOK || m == nil {
+			return false, fmt.Errorf("GET /metrics: %d, no rate_limited_total{limit=\"rate\"} in %d bytes", res.StatusCode, len(b))
+		}
+		refused, err = strconv.Atoi(string(m[1]))
+		return true, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refused == 0 {
+		t.Fatal("no request was refused: the test no longer tests retries")
+	}
+	t.Logf("%d requests refused with 429 and retried", refused)
 }
 
 // Custom resources appear in the resource picker and their objects in the

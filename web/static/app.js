@@ -36,20 +36,45 @@ $("login-form").addEventListener("submit", () => {
   w.forEach((r) => r());
 });
 
-// api fetches a gateway path with the token, asking for one on 401. With
-// text, the body is returned as text when the status is 2xx or one of
-// textStatuses; any other failure throws the Status message.
+// API_RETRIES is how many times api retries a refused read, as
+// client-go's REST client does (maxRetries).
+const API_RETRIES = 10;
+
+// api fetches (GET) a gateway path with the token, asking for one on
+// 401. A 429 or 5xx that carries Retry-After (a user's request rate
+// spent, a review queue full, the gateway not ready yet) is retried after
+// the seconds it asks for, up to API_RETRIES times, as client-go retries
+// them. With text, the body is returned as text when the status is 2xx
+// or one of textStatuses; any other failure throws the Status message.
 async function api(path, { text = false, textStatuses = [] } = {}) {
-  for (;;) {
+  for (let retries = 0; ; ) {
     const headers = { Accept: "application/json" };
     if (token) headers.Authorization = "Bearer " + token;
     const res = await fetch(path, { headers, credentials: "same-origin" });
     if (res.status === 401) { await needLogin(); continue; }
+    const after = retryAfter(res);
+    if (after !== null && retries < API_RETRIES) {
+      retries++;
+      await res.body?.cancel();
+      await new Promise((resolve) => setTimeout(resolve, after * 1000));
+      continue;
+    }
     if (text && (res.ok || textStatuses.includes(res.status))) return res.text();
     const body = await res.json().catch(() => null);
     if (!res.ok) throw new Error((body && body.message) || `${res.status} ${res.statusText}`);
     return body;
   }
+}
+
+// retryAfter returns the seconds a refused response asks to wait before
+// trying again: its Retry-After, in whole seconds as the gateway and
+// kube-apiserver send it, on a 429 or 5xx; or null when it is not one to
+// retry.
+function retryAfter(res) {
+  if (res.status !== 429 && res.status < 500) return null;
+  const h = res.headers.get("Retry-After");
+  if (h === null || !/^\d+$/.test(h.trim())) return null;
+  return Number(h.trim());
 }
 
 // ---- discovery --------------------------------------------------------------
