@@ -2,6 +2,7 @@ package abuse
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"kubegate/internal/config"
 	kgateway "kubegate/internal/gateway"
 	"kubegate/internal/gateway/gatewaytest"
 	"kubegate/internal/testenv"
@@ -223,4 +225,60 @@ func TestViewBuildsHoldNobodyUp(t *testing.T) {
 	if r := <-listed; r.err != nil || r.a.code != http.StatusOK || !strings.Contains(r.a.body, `"name":"b"`) {
 		t.Fatalf("mallory's sorted list once its view was built: %v, %v", r.a, r.err)
 	}
+}
+
+// Finding 1, the share: one user opening new sorts and filters one after
+// another is held to a share of a CPU (windows.userBuildShare), and the
+// build slot goes to the others' new views meanwhile. With a share so
+// small that one build leaves mallory owing minutes, her next new sorted
+// list waits for a slot (kubegate_view_builds_waiting) though none is
+// taken; alice's new sorted list is answered meanwhile; and mallory's,
+// given up, leaves the queue.
+func TestViewBuildsHeldToAShare(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	for i := range 20 {
+		createCM(t, ns, fmt.Sprintf("cm-%02d", i), nil)
+	}
+	g := startGateway(t, gatewayOptions{config: func(c *config.Config) {
+		c.Windows.UserBuildShare, c.Windows.UserBuildBurst = 1e-9, config.Duration(time.Nanosecond)
+	}})
+	sorted := func(selector string) string {
+		return "/api/v1/namespaces/" + ns + "/configmaps?sort=metadata.name&limit=5&labelSelector=" + url.QueryEscape(selector)
+	}
+	if a := g.do(t, httpClient(""), http.MethodGet, sorted("!first"), g.tokens[abuser], nil, ""); a.code != http.StatusOK {
+		t.Fatalf("mallory's first new sorted list: %v", a)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+g.addr+sorted("!second"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+g.tokens[abuser])
+	second := make(chan error, 1)
+	go func() {
+		resp, err := httpClient("").Do(req)
+		if err == nil {
+			resp.Body.Close()
+			err = fmt.Errorf("answered %d while she owes minutes of building", resp.StatusCode)
+		}
+		second <- err
+	}()
+	testenv.Eventually(t, "mallory's second build to wait for a slot", func() bool {
+		return g.metric(t, "kubegate_view_builds_waiting") == 1
+	})
+	if a := g.do(t, httpClient(""), http.MethodGet, sorted("!alice"), g.tokens[bystand], nil, ""); a.code != http.StatusOK {
+		t.Fatalf("alice's new sorted list while mallory's build waits: %v", a)
+	}
+	if g.metric(t, "kubegate_view_builds_waiting") != 1 {
+		t.Fatal("mallory's build left the queue before she gave up")
+	}
+	cancel()
+	if err := <-second; !errors.Is(err, context.Canceled) {
+		t.Fatalf("mallory's second list: %v, want it waiting until she gave up", err)
+	}
+	testenv.Eventually(t, "mallory's build to leave the queue", func() bool {
+		return g.metric(t, "kubegate_view_builds_waiting") == 0
+	})
 }

@@ -245,6 +245,15 @@ type Windows struct {
 	// date, so that a window reopened alike finds its view built.
 	// Default 8.
 	IdleViews int `json:"idleViews,omitempty"`
+	// UserBuildShare is the share of one CPU one user's view builds (new
+	// sorts and filters, over every resource) may take on average, after
+	// UserBuildBurst of building at once; past it the user's next build
+	// waits until the share has paid for the last (docs/reliability.md,
+	// "Isolation"). 0 disables it. Default 0.25.
+	UserBuildShare float64 `json:"userBuildShare"`
+	// UserBuildBurst is the building time one user may take at once
+	// before UserBuildShare holds it. Default 1s.
+	UserBuildBurst Duration `json:"userBuildBurst,omitempty"`
 }
 
 // WebSocket configures /ws.
@@ -335,7 +344,8 @@ func webSocketDefaults() WebSocket {
 // windowsDefaults are the live tables' own defaults (livequery.Defaults).
 func windowsDefaults() Windows {
 	d := livequery.Defaults()
-	return Windows{MaxViews: d.MaxViews, MaxViewsPerUser: d.MaxViewsPerOwner, IdleViews: d.IdleViews}
+	return Windows{MaxViews: d.MaxViews, MaxViewsPerUser: d.MaxViewsPerOwner, IdleViews: d.IdleViews,
+		UserBuildShare: 0.25, UserBuildBurst: Duration(time.Second)}
 }
 
 // Duration is a time.Duration written as "30s" in YAML.
@@ -421,8 +431,10 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("websocket.%s must not be negative (0 means the default)", f.name))
 		}
 	}
-	if w := c.Windows; w.MaxViews < 0 || w.MaxViewsPerUser < 0 || w.IdleViews < 0 {
-		errs = append(errs, errors.New("windows.maxViews, maxViewsPerUser and idleViews must not be negative (0 means the default)"))
+	if w := c.Windows; w.MaxViews < 0 || w.MaxViewsPerUser < 0 || w.IdleViews < 0 || w.UserBuildBurst < 0 {
+		errs = append(errs, errors.New("windows.maxViews, maxViewsPerUser, idleViews and userBuildBurst must not be negative (0 means the default)"))
+	} else if w.UserBuildShare < 0 {
+		errs = append(errs, fmt.Errorf("windows.userBuildShare (%g) must not be negative (0 disables it)", w.UserBuildShare))
 	} else if w.MaxViewsPerUser > w.MaxViews && w.MaxViews > 0 {
 		errs = append(errs, fmt.Errorf("windows.maxViewsPerUser (%d) must not exceed windows.maxViews (%d)", w.MaxViewsPerUser, w.MaxViews))
 	}

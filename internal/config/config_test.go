@@ -107,6 +107,8 @@ func TestBadInput(t *testing.T) {
 		{"bad trusted proxy", []string{"--trusted-proxies", "10.0.0.0/8,ingress"}, "", `trustedProxies: "ingress" is not a CIDR`},
 		{"negative failed auth budget", nil, "auth: {failedAuthBurst: -1}\n", "auth.failedAuthQPS and failedAuthBurst must not be negative"},
 		{"negative review queue", nil, "auth: {reviewMaxWait: -1s}\n", "auth.reviewConcurrency, reviewQueueLength and reviewMaxWait must not be negative"},
+		{"negative build share", nil, "windows: {userBuildShare: -0.5}\n", "windows.userBuildShare (-0.5) must not be negative (0 disables it)"},
+		{"negative build burst", nil, "windows: {userBuildBurst: -1s}\n", "windows.maxViews, maxViewsPerUser, idleViews and userBuildBurst must not be negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := tc.args
@@ -314,6 +316,26 @@ websocket:
 		ResyncBudget:  2000, // not set: the WebSocket server's default
 	}
 	if diff := cmp.Diff(want, c.WebSocket); diff != "" {
+		t.Fatalf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestWindowsSection: the build share defaults to a quarter of a CPU
+// after a second, and 0 turns it off, as userQPS does.
+func TestWindowsSection(t *testing.T) {
+	c, err := parse(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Windows.UserBuildShare != 0.25 || c.Windows.UserBuildBurst != Duration(time.Second) {
+		t.Errorf("defaults: share %g, burst %v; want 0.25 and 1s", c.Windows.UserBuildShare, time.Duration(c.Windows.UserBuildBurst))
+	}
+	p := writeFile(t, "windows:\n  maxViews: 32\n  userBuildShare: 0\n  userBuildBurst: 3s\n")
+	if c, err = parse(t, "--config", p); err != nil {
+		t.Fatal(err)
+	}
+	want := Windows{MaxViews: 32, MaxViewsPerUser: 16, IdleViews: 8, UserBuildShare: 0, UserBuildBurst: Duration(3 * time.Second)}
+	if diff := cmp.Diff(want, c.Windows); diff != "" {
 		t.Fatalf("(-want +got):\n%s", diff)
 	}
 }

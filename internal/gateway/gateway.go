@@ -184,8 +184,10 @@ func New(cfg config.Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	// One set of live tables serves the windows of WebSocket and REST;
-	// their view builds share one set of slots, fairly between users.
-	slots := livequery.NewBuildSlots(0)
+	// their view builds share one set of slots, fairly between users,
+	// each held to its share of a CPU.
+	slots := livequery.NewBuildSlots(livequery.BuildSlotsOptions{
+		OwnerShare: cfg.Windows.UserBuildShare, OwnerBurst: time.Duration(cfg.Windows.UserBuildBurst)})
 	g.rr.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "kubegate_view_builds_waiting",
 		Help: "Live view builds (new sorts and filters) waiting for a build slot.",

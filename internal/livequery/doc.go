@@ -110,7 +110,9 @@
 // more recently than the owner of a build that queues gives its slot up
 // to it at its next check (between blocks of rows and passes of its
 // sort), keeping its snapshot and work, and resumes after it (see
-// BuildSlots). The slot is held from the snapshot to the end of the
+// BuildSlots). With BuildSlotsOptions.OwnerShare, an owner's builds are
+// also held to that share of one CPU on average: one that owes scanning
+// time gets no slot until its share has paid for it. The slot is held from the snapshot to the end of the
 // scan, pauses aside: a queued build holds no snapshot and queues no
 // changes, and one whose Opens
 // all gave up leaves the queue without scanning; catching up and

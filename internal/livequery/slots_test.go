@@ -7,6 +7,9 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
+
+	testingclock "k8s.io/utils/clock/testing"
 
 	"kubegate/internal/testenv"
 )
@@ -110,7 +113,7 @@ func (p *slotProbe) next(t *testing.T) string {
 // scanning, not by all four. That one, alice's first ever, keeps its
 // slot: bob's claim is no better.
 func TestBuildSlotsFairByOwner(t *testing.T) {
-	slots := NewBuildSlots(1)
+	slots := NewBuildSlots(BuildSlotsOptions{Slots: 1})
 	p := newSlotProbe()
 	tbl := newSlotTable(5000, slots, p)
 	other := newSlotTable(5000, slots, p)
@@ -196,7 +199,7 @@ func (s *BuildSlots) pausedBuilds() int {
 // since, does not take the slot from it again with his next build,
 // which waits.
 func TestBuildSlotsNewOwnerPreempts(t *testing.T) {
-	slots := NewBuildSlots(1)
+	slots := NewBuildSlots(BuildSlotsOptions{Slots: 1})
 	p := newSlotProbe()
 	tbl := newSlotTable(5000, slots, p)
 	serve(t, tbl, p, "alice", "a0")
@@ -268,7 +271,7 @@ func TestBuildSlotsNewOwnerPreempts(t *testing.T) {
 // A paused build whose Opens all give up leaves the queue: it does not
 // resume, and holds nothing after.
 func TestBuildSlotsPausedBuildCancelled(t *testing.T) {
-	slots := NewBuildSlots(1)
+	slots := NewBuildSlots(BuildSlotsOptions{Slots: 1})
 	p := newSlotProbe()
 	tbl := newSlotTable(5000, slots, p)
 	serve(t, tbl, p, "alice", "a0")
@@ -310,7 +313,7 @@ func TestBuildSlotsPausedBuildCancelled(t *testing.T) {
 // queue without scanning, and holds no slot after: the next build gets
 // the one freed.
 func TestBuildSlotsQueuedBuildCancelled(t *testing.T) {
-	slots := NewBuildSlots(1)
+	slots := NewBuildSlots(BuildSlotsOptions{Slots: 1})
 	p := newSlotProbe()
 	tbl := newSlotTable(100, slots, p)
 	first := openAsync(context.Background(), tbl, slotQuery("alice", "a1"))
@@ -358,7 +361,7 @@ func TestBuildSlotsQueuedBuildCancelled(t *testing.T) {
 // its error, and the one scanning with it too; their goroutines end
 // (TestMain checks that none is left).
 func TestBuildSlotsTableEnded(t *testing.T) {
-	slots := NewBuildSlots(1)
+	slots := NewBuildSlots(BuildSlotsOptions{Slots: 1})
 	p := newSlotProbe()
 	tbl := newSlotTable(100, slots, p)
 	first := openAsync(context.Background(), tbl, slotQuery("alice", "a1"))
@@ -397,7 +400,7 @@ func TestBuildSlotsTableEnded(t *testing.T) {
 // it joins the build before it ended, which queues again, or starts
 // another.
 func TestBuildSlotsWantedAgainWhileQueued(t *testing.T) {
-	slots := NewBuildSlots(1)
+	slots := NewBuildSlots(BuildSlotsOptions{Slots: 1})
 	p := newSlotProbe()
 	tbl := newSlotTable(100, slots, p)
 	first := openAsync(context.Background(), tbl, slotQuery("alice", "a1"))
@@ -438,7 +441,7 @@ func TestBuildSlotsWantedAgainWhileQueued(t *testing.T) {
 // flowMemory slots given, and no longer: the flows kept stay bounded
 // however many owners come and go.
 func TestBuildSlotsForgetIdleOwners(t *testing.T) {
-	slots := NewBuildSlots(1)
+	slots := NewBuildSlots(BuildSlotsOptions{Slots: 1})
 	const owners = 5 * flowMemory
 	for i := range owners {
 		sl := slots.enqueue(fmt.Sprintf("owner-%d", i))
@@ -459,4 +462,78 @@ func TestBuildSlotsForgetIdleOwners(t *testing.T) {
 			break
 		}
 	}
+}
+
+// scanningBuilds returns how many builds hold a slot.
+func (s *BuildSlots) scanningBuilds() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.scanning)
+}
+
+// An owner held to a quarter of a CPU, after a second at once: alice's
+// builds within her burst get the slot at once; one that holds it for 3
+// s (the fake clock stepped while it scans) leaves her owing 2 s, which
+// her share pays in 8 s. Her next build waits that long, while bob's,
+// who owes nothing, get the free slot at once; and hers, owing, takes no
+// slot from his, though she was served less recently (which would give
+// her the better claim, TestBuildSlotsNewOwnerPreempts).
+func TestBuildSlotsOwnerShare(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Unix(1_000_000_000, 0))
+	slots := NewBuildSlots(BuildSlotsOptions{Slots: 1, OwnerShare: 0.25, OwnerBurst: time.Second, Clock: clk})
+	p := newSlotProbe()
+	tbl := newSlotTable(5000, slots, p)
+	serve(t, tbl, p, "alice", "a0")
+	a1 := openAsync(context.Background(), tbl, slotQuery("alice", "a1"))
+	if got := p.next(t); got != "a1" {
+		t.Fatalf("alice's second build within her burst: %q got the slot, want a1", got)
+	}
+	clk.Step(3 * time.Second)
+	p.release <- struct{}{}
+	if r := result(t, a1); r.err != nil {
+		t.Fatal(r.err)
+	} else {
+		r.w.Close()
+	}
+
+	serve(t, tbl, p, "bob", "b0")
+	bob := openAsync(context.Background(), tbl, slotQuery("bob", "b1"))
+	if got := p.next(t); got != "b1" {
+		t.Fatalf("%q got the free slot, want bob's b1", got)
+	}
+	a2 := openAsync(context.Background(), tbl, slotQuery("alice", "a2"))
+	testenv.Eventually(t, "alice's build to queue", func() bool { return slots.Waiting() == 1 })
+	if n := slots.pausedBuilds(); n != 0 {
+		t.Errorf("%d builds asked to pause: alice's, owing, took the slot from bob's", n)
+	}
+	p.release <- struct{}{}
+	if r := result(t, bob); r.err != nil {
+		t.Fatal(r.err)
+	} else {
+		r.w.Close()
+	}
+	if n, w := slots.scanningBuilds(), slots.Waiting(); n != 0 || w != 1 {
+		t.Fatalf("with the slot free: %d builds scanning, %d waiting; want alice's waiting while she owes 2 s", n, w)
+	}
+
+	clk.Step(7 * time.Second)       // alice still owes a quarter of a second
+	serve(t, tbl, p, "carol", "c0") // the slot, freed again, is not alice's yet
+	if n, w := slots.scanningBuilds(), slots.Waiting(); n != 0 || w != 1 {
+		t.Fatalf("after 7 s: %d builds scanning, %d waiting; want alice's waiting until 8 s", n, w)
+	}
+	clk.Step(time.Second)
+	if got := p.next(t); got != "a2" {
+		t.Fatalf("%q got the slot once alice had paid, want a2", got)
+	}
+	p.release <- struct{}{}
+	if r := result(t, a2); r.err != nil {
+		t.Fatal(r.err)
+	} else {
+		r.w.Close()
+	}
+	if got, want := p.scans(), []string{"a0", "a1", "b0", "b1", "c0", "a2"}; !slices.Equal(got, want) {
+		t.Errorf("the scans read rows in runs %v, want %v", got, want)
+	}
+	tbl.Wait()
+	checkSlotsIdle(t, slots)
 }

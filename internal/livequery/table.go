@@ -66,7 +66,7 @@ type Options struct {
 	MaxViewsPerOwner int
 	// BuildSlots bounds the view builds that scan at once and shares
 	// them between owners (see BuildSlots); a gateway gives all its
-	// tables one. Default: the table's own, NewBuildSlots(0).
+	// tables one. Default: the table's own, NewBuildSlots with the defaults.
 	BuildSlots *BuildSlots
 	// BuildHook, if set, runs on each view build's goroutine, with no
 	// lock held, once the build has scanned its rows and released its
@@ -186,7 +186,7 @@ func NewTable(opts Options) *Table {
 	}
 	t.buildHook = t.opts.BuildHook
 	if t.slots = t.opts.BuildSlots; t.slots == nil {
-		t.slots = NewBuildSlots(0)
+		t.slots = NewBuildSlots(BuildSlotsOptions{})
 	}
 	for i, c := range opts.Columns {
 		t.columns[c] = i
