@@ -373,7 +373,10 @@ func (s *BuildSlots) grantLocked() {
 		var paid time.Time // when the first flow that owes has paid
 		for j, f := range s.queued {
 			if s.owesLocked(f, now) {
-				if at := now.Add(time.Duration(-f.tokens / s.share * float64(time.Second))); paid.IsZero() || at.Before(paid) {
+				// An hour at most: a share so small that the wait
+				// would overflow a Duration is still a finite wait.
+				wait := time.Duration(min(-f.tokens/s.share, time.Hour.Seconds()) * float64(time.Second))
+				if at := now.Add(wait); paid.IsZero() || at.Before(paid) {
 					paid = at
 				}
 				continue

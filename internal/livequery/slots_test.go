@@ -537,3 +537,52 @@ func TestBuildSlotsOwnerShare(t *testing.T) {
 	tbl.Wait()
 	checkSlotsIdle(t, slots)
 }
+
+// A share so small that an owner's wait would overflow a Duration is
+// waited an hour at a time: the timer is set once, for an hour, and set
+// again when it fires with the owner still owing, never for a past time
+// (which would fire at once, again and again).
+func TestBuildSlotsOwnerShareTiny(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Unix(1_000_000_000, 0))
+	slots := NewBuildSlots(BuildSlotsOptions{Slots: 1, OwnerShare: 1e-15, OwnerBurst: time.Nanosecond, Clock: clk})
+	p := newSlotProbe()
+	tbl := newSlotTable(100, slots, p)
+	a0 := openAsync(context.Background(), tbl, slotQuery("alice", "a0"))
+	if got := p.next(t); got != "a0" {
+		t.Fatalf("%q got the slot, want a0", got)
+	}
+	clk.Step(time.Second)
+	p.release <- struct{}{}
+	if r := result(t, a0); r.err != nil {
+		t.Fatal(r.err)
+	} else {
+		r.w.Close()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a1 := openAsync(ctx, tbl, slotQuery("alice", "a1"))
+	testenv.Eventually(t, "alice's build to queue", func() bool { return slots.Waiting() == 1 })
+	for range 3 {
+		if n := clk.Waiters(); n != 1 {
+			t.Fatalf("%d timers set, want one", n)
+		}
+		clk.Step(time.Hour - time.Nanosecond)
+		if n := clk.Waiters(); n != 1 {
+			t.Fatalf("%d timers set an instant before the hour, want the one", n)
+		}
+		clk.Step(time.Nanosecond) // the timer fires; alice still owes
+		testenv.Eventually(t, "the timer to be set again", func() bool {
+			slots.mu.Lock()
+			defer slots.mu.Unlock()
+			return clk.Waiters() == 1 && slots.timer != nil
+		})
+		if n := slots.scanningBuilds(); n != 0 {
+			t.Fatalf("%d builds scanning while alice owes", n)
+		}
+	}
+	cancel()
+	if r := result(t, a1); !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("alice's Open: %v, want %v", r.err, context.Canceled)
+	}
+	tbl.Wait()
+	checkSlotsIdle(t, slots)
+}
