@@ -212,10 +212,11 @@ func newLabelBloom(ls map[string]string) labelBloom {
 type labelReq struct {
 	req *labels.Requirement
 	key uint64 // keyBits of its key
-	// pairs are the pairBits of each of its values, for the operators
-	// that compare values for equality (=, ==, in, !=, notin); nil for
-	// the others.
-	pairs []uint64
+	// byValue is set for the operators that compare values for equality
+	// (=, ==, in, !=, notin), and pairs are then the pairBits of each of
+	// its values.
+	byValue bool
+	pairs   []uint64
 	// absent is the requirement's answer for a row without its key. It
 	// is also the answer for one whose value for the key is none of its
 	// values: false for =, == and in; true for != and notin.
@@ -226,7 +227,7 @@ func newLabelReq(req *labels.Requirement) labelReq {
 	q := labelReq{req: req, key: keyBits(req.Key()), absent: req.Matches(labels.Set(nil))}
 	switch req.Operator() {
 	case selection.Equals, selection.DoubleEquals, selection.In, selection.NotEquals, selection.NotIn:
-		q.pairs = []uint64{}
+		q.byValue = true
 		for _, v := range req.ValuesUnsorted() {
 			q.pairs = append(q.pairs, pairBits(req.Key(), v))
 		}
@@ -240,7 +241,7 @@ func (q *labelReq) decide(b labelBloom) (match, decided bool) {
 	if b.keys&q.key != q.key {
 		return q.absent, true // the key is absent
 	}
-	if q.pairs == nil {
+	if !q.byValue {
 		return false, false
 	}
 	for _, p := range q.pairs {
