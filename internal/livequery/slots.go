@@ -185,6 +185,13 @@ func (s *BuildSlots) chargeLocked(sl *slot) {
 	sl.f.tokens -= now.Sub(sl.since).Seconds()
 }
 
+// paidLocked returns when f, which owes time as of now, will have paid
+// for it: an hour later at most, as a share small enough for the wait to
+// overflow a Duration is still a finite wait. Caller must hold s.mu.
+func (s *BuildSlots) paidLocked(f *flow, now time.Time) time.Time {
+	return now.Add(time.Duration(min(-f.tokens/s.share, time.Hour.Seconds()) * float64(time.Second)))
+}
+
 // now returns the time, when an OwnerShare needs it.
 func (s *BuildSlots) now() time.Time {
 	if s.share == 0 {
@@ -373,10 +380,7 @@ func (s *BuildSlots) grantLocked() {
 		var paid time.Time // when the first flow that owes has paid
 		for j, f := range s.queued {
 			if s.owesLocked(f, now) {
-				// An hour at most: a share so small that the wait
-				// would overflow a Duration is still a finite wait.
-				wait := time.Duration(min(-f.tokens/s.share, time.Hour.Seconds()) * float64(time.Second))
-				if at := now.Add(wait); paid.IsZero() || at.Before(paid) {
+				if at := s.paidLocked(f, now); paid.IsZero() || at.Before(paid) {
 					paid = at
 				}
 				continue
