@@ -99,6 +99,17 @@ func result(t *testing.T, res <-chan openResult) openResult {
 	return r
 }
 
+// closeOpened fails the test unless the Open res stands for returned a
+// window, and closes it.
+func closeOpened(t *testing.T, res <-chan openResult) {
+	t.Helper()
+	r := result(t, res)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	r.w.Close()
+}
+
 // next returns the view of the next build to get a slot.
 func (p *slotProbe) next(t *testing.T) string {
 	t.Helper()
@@ -162,11 +173,7 @@ func serve(t *testing.T, tbl *Table, p *slotProbe, owner, key string) {
 		t.Fatalf("build %q got the slot, want %s", got, key)
 	}
 	p.release <- struct{}{}
-	r := result(t, res)
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	r.w.Close()
+	closeOpened(t, res)
 }
 
 // checkSlotsIdle fails the test unless slots hold no build: none
@@ -292,11 +299,7 @@ func TestBuildSlotsPausedBuildCancelled(t *testing.T) {
 	}
 	testenv.Eventually(t, "alice's paused build to leave the queue", func() bool { return slots.Waiting() == 0 })
 	p.release <- struct{}{}
-	if r := result(t, bob); r.err != nil {
-		t.Fatal(r.err)
-	} else {
-		r.w.Close()
-	}
+	closeOpened(t, bob)
 	within(t, "the builds to end", nil, tbl.Wait)
 	if got := p.scans(); !slices.Equal(got, []string{"a0", "b1"}) {
 		t.Errorf("scans %v, want a0 and b1 only: the cancelled build resumed", got)
@@ -329,22 +332,14 @@ func TestBuildSlotsQueuedBuildCancelled(t *testing.T) {
 	}
 	testenv.Eventually(t, "bob's build to leave the queue", func() bool { return slots.Waiting() == 0 })
 	p.release <- struct{}{}
-	if r := result(t, first); r.err != nil {
-		t.Fatal(r.err)
-	} else {
-		r.w.Close()
-	}
+	closeOpened(t, first)
 	// The slot a1 held is free, and nothing else holds it.
 	third := openAsync(context.Background(), tbl, slotQuery("bob", "b2"))
 	if got := p.next(t); got != "b2" {
 		t.Fatalf("next build %q, want b2", got)
 	}
 	p.release <- struct{}{}
-	if r := result(t, third); r.err != nil {
-		t.Fatal(r.err)
-	} else {
-		r.w.Close()
-	}
+	closeOpened(t, third)
 	tbl.Wait()
 	if got := p.scans(); !slices.Equal(got, []string{"a1", "b2"}) {
 		t.Errorf("scans %v, want a1 and b2 only: the cancelled build scanned", got)
@@ -417,11 +412,7 @@ func TestBuildSlotsWantedAgainWhileQueued(t *testing.T) {
 	again := openAsync(context.Background(), tbl, slotQuery("bob", "b1"))
 	testenv.Eventually(t, "bob's view to queue again", func() bool { return slots.Waiting() == 1 })
 	p.release <- struct{}{}
-	if r := result(t, first); r.err != nil {
-		t.Fatal(r.err)
-	} else {
-		r.w.Close()
-	}
+	closeOpened(t, first)
 	if got := p.next(t); got != "b1" {
 		t.Fatalf("next build %q, want b1", got)
 	}
@@ -490,11 +481,7 @@ func TestBuildSlotsOwnerShare(t *testing.T) {
 	}
 	clk.Step(3 * time.Second)
 	p.release <- struct{}{}
-	if r := result(t, a1); r.err != nil {
-		t.Fatal(r.err)
-	} else {
-		r.w.Close()
-	}
+	closeOpened(t, a1)
 
 	serve(t, tbl, p, "bob", "b0")
 	bob := openAsync(context.Background(), tbl, slotQuery("bob", "b1"))
@@ -507,11 +494,7 @@ func TestBuildSlotsOwnerShare(t *testing.T) {
 		t.Errorf("%d builds asked to pause: alice's, owing, took the slot from bob's", n)
 	}
 	p.release <- struct{}{}
-	if r := result(t, bob); r.err != nil {
-		t.Fatal(r.err)
-	} else {
-		r.w.Close()
-	}
+	closeOpened(t, bob)
 	if n, w := slots.scanningBuilds(), slots.Waiting(); n != 0 || w != 1 {
 		t.Fatalf("with the slot free: %d builds scanning, %d waiting; want alice's waiting while she owes 2 s", n, w)
 	}
@@ -526,11 +509,7 @@ func TestBuildSlotsOwnerShare(t *testing.T) {
 		t.Fatalf("%q got the slot once alice had paid, want a2", got)
 	}
 	p.release <- struct{}{}
-	if r := result(t, a2); r.err != nil {
-		t.Fatal(r.err)
-	} else {
-		r.w.Close()
-	}
+	closeOpened(t, a2)
 	if got, want := p.scans(), []string{"a0", "a1", "b0", "b1", "c0", "a2"}; !slices.Equal(got, want) {
 		t.Errorf("the scans read rows in runs %v, want %v", got, want)
 	}
@@ -553,11 +532,7 @@ func TestBuildSlotsOwnerShareTiny(t *testing.T) {
 	}
 	clk.Step(time.Second)
 	p.release <- struct{}{}
-	if r := result(t, a0); r.err != nil {
-		t.Fatal(r.err)
-	} else {
-		r.w.Close()
-	}
+	closeOpened(t, a0)
 	ctx, cancel := context.WithCancel(context.Background())
 	a1 := openAsync(ctx, tbl, slotQuery("alice", "a1"))
 	testenv.Eventually(t, "alice's build to queue", func() bool { return slots.Waiting() == 1 })
