@@ -1,6 +1,7 @@
 package livequery
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -275,13 +276,42 @@ func TestViewShares(t *testing.T) {
 	}
 }
 
-// TestSortEntriesIsCompareEntries checks a view build's sort (prefixes,
-// then values, then the rows' key order) against compareEntries, the
-// order the view's tree keeps afterwards, for every direction: on rows
-// of every kind of value, missing ones, equal values and shared string
-// heads, in namespaces one of which begins another (kube, kube-system),
-// where "namespace/name" keys would order otherwise.
-func TestSortEntriesIsCompareEntries(t *testing.T) {
+// orderOf is x's order as its docs give it, on the rows' values: the
+// model that index.compare and sortEntries must agree with.
+func orderOf(x *index) func(a, b *row) int {
+	missingFirst := x.spec.Desc != x.spec.Reversed
+	return func(a, b *row) int {
+		av, bv := x.value(a.Row), x.value(b.Row)
+		if am, bm := av.Kind() == KindMissing, bv.Kind() == KindMissing; am != bm {
+			if am == missingFirst {
+				return -1
+			}
+			return 1
+		}
+		c := Compare(av, bv)
+		if x.spec.Desc {
+			c = -c
+		}
+		if c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Namespace, b.Namespace); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Name, b.Name)
+	}
+}
+
+// TestSortEntriesIsTheIndexOrder checks a view build's sort (prefixes,
+// then values, then the rows' key order) and index.compare, the order
+// the view's tree keeps afterwards, against the order on values
+// (orderOf), for every direction: on rows of every kind of value,
+// missing ones, equal values and shared string heads, in namespaces one
+// of which begins another (kube, kube-system), where "namespace/name"
+// keys would order otherwise; for a column, and for a field (a key whose
+// values entries keep where their prefix is not exact). Cursors, which
+// have no row, compare as the rows they name.
+func TestSortEntriesIsTheIndexOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	values := []func() Value{
@@ -309,30 +339,68 @@ func TestSortEntriesIsCompareEntries(t *testing.T) {
 		rows = append(rows, newRow(r))
 	}
 	slices.SortFunc(rows, func(a, b *row) int { return strings.Compare(a.key, b.key) }) // as a scan finds them
-	tbl := NewTable(Options{Columns: []string{"v"}})
+	// "f" is the column read as a field would be: parsed, not a column.
+	tbl := NewTable(Options{Columns: []string{"v"}, SortKey: func(key string) (func(*Row) Value, error) {
+		if key != "f" {
+			return nil, fmt.Errorf("unknown sort key %q", key)
+		}
+		return func(r *Row) Value {
+			if len(r.Cells) == 0 {
+				return Value{}
+			}
+			return r.Cells[0]
+		}, nil
+	}})
 	specs := []SortSpec{{Key: "metadata.name"}, {Key: "metadata.creationTimestamp", Desc: true}}
-	for _, desc := range []bool{false, true} {
-		for _, reversed := range []bool{false, true} {
-			specs = append(specs, SortSpec{Key: "v", Desc: desc, Reversed: reversed})
+	for _, key := range []string{"v", "f"} {
+		for _, desc := range []bool{false, true} {
+			for _, reversed := range []bool{false, true} {
+				specs = append(specs, SortSpec{Key: key, Desc: desc, Reversed: reversed})
+			}
 		}
 	}
+	kept := 0
 	for _, spec := range specs {
 		x, err := tbl.newIndex(spec)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, _ := x.sortEntries(rows, new(scratch), nil)
-		for _, e := range got {
-			if want := x.value(e.r.Row); e.val.Kind() != want.Kind() || Compare(e.val, want) != 0 {
-				t.Fatalf("%+v: %s has the value %q, the index reads %q", spec, e.r.Key(), e.val, want)
-			}
+		if want := spec.Key == "f"; x.parsed != want {
+			t.Fatalf("%+v: parsed %v, want %v", spec, x.parsed, want)
 		}
-		want := slices.Clone(got)
-		slices.SortFunc(want, x.cmp)
+		order := orderOf(x)
+		nodes, _ := x.sortEntries(rows, new(scratch), nil)
+		want := slices.Clone(rows)
+		slices.SortFunc(want, order)
 		for i := range want {
-			if got[i].r != want[i].r {
-				t.Fatalf("%+v: entry %d is %s=%q, want %s=%q", spec, i, got[i].r.Key(), got[i].val, want[i].r.Key(), want[i].val)
+			e := &nodes[i].e
+			if e.r != want[i] {
+				t.Fatalf("%+v: entry %d is %s=%q, want %s=%q", spec, i, e.r.Key(), x.valueOf(e), want[i].Key(), x.value(want[i].Row))
+			}
+			if me := x.entry(e.r); e.rank != me.rank || e.hi != me.hi || e.lo != me.lo || e.exact != me.exact || (e.val != nil) != (me.val != nil) {
+				t.Fatalf("%+v: %s's entry is %+v, the index makes %+v", spec, e.r.Key(), *e, *me)
+			}
+			if e.val != nil {
+				kept++
+			}
+			if got, want := x.valueOf(e), x.value(e.r.Row); got.Kind() != want.Kind() || Compare(got, want) != 0 {
+				t.Fatalf("%+v: %s has the value %q, the index reads %q", spec, e.r.Key(), got, want)
 			}
 		}
+		// compare, on the entries changes make and on cursors, agrees
+		// with the order on values.
+		for range 20000 {
+			a, b := rows[rng.IntN(len(rows))], rows[rng.IntN(len(rows))]
+			ea, eb := x.entry(a), x.entry(b)
+			if rng.IntN(2) == 0 {
+				ea = x.cursorEntry(&Cursor{Value: x.value(a.Row), Namespace: a.Namespace, Name: a.Name})
+			}
+			if got, want := x.compare(ea, eb), order(a, b); cmp.Compare(got, 0) != cmp.Compare(want, 0) {
+				t.Fatalf("%+v: compare(%s=%q, %s=%q) = %d, want the sign of %d", spec, a.Key(), x.value(a.Row), b.Key(), x.value(b.Row), got, want)
+			}
+		}
+	}
+	if kept == 0 {
+		t.Fatal("no entry kept its value: the field's long strings and quantities were not tried")
 	}
 }

@@ -63,10 +63,11 @@
 //
 // An index is one sort order of a table; a view is an index through one
 // filter, held as an order-statistic tree (a treap with subtree sizes,
-// tree.go) of the rows that match, each with its sort value. A view is
-// built on the first Open that needs it, without the table's lock (see
-// Building), and shared by every window that sorts and filters alike
-// (equal Filter.key). A view whose last window closes is kept, up to
+// tree.go) of the rows that match, each with its sort value's prefix
+// (index.compare reads the value itself only where prefixes are equal
+// and not exact). A view is built on the first Open that needs it,
+// without the table's lock (see Building), and shared by every window
+// that sorts and filters alike (equal Filter.key). A view whose last window closes is kept, up to
 // date, among the table's idle views (Options.IdleViews, least recently
 // used dropped first), so that a window reopened alike finds it built;
 // an index goes with its last view. A view per distinct filter is what

@@ -8,21 +8,19 @@ import (
 
 // A view build sorts up to every row of a table, so the sort is where a
 // new sort order's time goes. It sorts keyed entries: each carries its
-// rank (where its kind, or its missing value, goes in the index's order),
-// its value's prefix (cell.Value.Prefix, inverted for a descending sort)
-// and seq, its place among the rows in key order, which is their
-// (namespace, name) order (rowKey). A stable radix sort on rank and
-// prefix, of the entries in seq order, gives compareEntries' order
-// wherever prefixes are exact; runs of equal prefixes that are not exact
-// (strings of 16 bytes or more that share their first 15, quantities
-// between two integers) are then sorted by compareEntries' own
-// comparison of values. So a sort costs a few passes over the entries,
-// skipping the bytes every prefix shares, and compares values only where
-// prefixes cannot tell them apart.
+// prefix in the index's order (index.prefix: a rank, then hi and lo) and
+// seq, its place among the rows in key order, which is their (namespace,
+// name) order (rowKey). A stable radix sort on rank and prefix, of the
+// entries in seq order, gives index.compare's order wherever prefixes
+// are exact; runs of equal prefixes that are not exact (strings of 16
+// bytes or more that share their first 15, quantities between two
+// integers) are then sorted by comparing their values. So a sort costs a
+// few passes over the entries, skipping the bytes every prefix shares,
+// and compares values only where prefixes cannot tell them apart. The
+// sorted entries are written once, into the nodes of the view's tree.
 
-// keyed is an entry as a view build sorts it: the entry itself is
-// ents[seq], so that keyed entries hold no pointer for the collector to
-// scan.
+// keyed is an entry as a view build sorts it: its row is rows[seq], so
+// that keyed entries hold no pointer for the collector to scan.
 type keyed struct {
 	hi, lo uint64
 	seq    uint32
@@ -31,15 +29,15 @@ type keyed struct {
 }
 
 // scratch is a view build's transient memory, kept between builds: at
-// 100,000 rows, some 8 MB that each build would otherwise allocate, zero
+// 100,000 rows, some 6 MB that each build would otherwise allocate, zero
 // and fault in. Its pointers are cleared before it is put back, so that
 // it holds no row.
 type scratch struct {
 	rows    []*row
 	rs      []*Row
 	cells   []*Value
+	vals    []Value
 	ks, tmp []keyed
-	sorted  []*entry
 }
 
 var scratches = sync.Pool{New: func() any { return new(scratch) }}
@@ -49,45 +47,27 @@ func (sc *scratch) release() {
 	clear(sc.rows[:cap(sc.rows)])
 	clear(sc.rs[:cap(sc.rs)])
 	clear(sc.cells[:cap(sc.cells)])
-	clear(sc.sorted[:cap(sc.sorted)])
+	clear(sc.vals[:cap(sc.vals)])
 	scratches.Put(sc)
 }
 
 // sized returns s with length n, reusing its array when it can.
 func sized[T any](s []T, n int) []T { return slices.Grow(s[:0], n)[:n] }
 
-// sortEntries returns the entries in x of rows, which must be in key
-// order, in x's order (compareEntries). The slice it returns is sc's:
-// it lives until sc is released. It calls pause, if not nil, between
-// its passes (see build.go), and gives up, reporting false, as soon as
-// pause does.
-func (x *index) sortEntries(rows []*row, sc *scratch, pause func() bool) ([]*entry, bool) {
+// sortEntries returns the nodes of the entries in x of rows, which must
+// be in key order, in x's order (index.compare), not yet linked
+// (tree.build). It calls pause, if not nil, between its passes (see
+// build.go), and gives up, reporting false, as soon as pause does.
+func (x *index) sortEntries(rows []*row, sc *scratch, pause func() bool) ([]node, bool) {
 	if pause == nil {
 		pause = func() bool { return true }
 	}
-	missing := uint8(4) // last
-	if x.spec.Desc != x.spec.Reversed {
-		missing = 0
-	}
-	ents := make([]entry, len(rows)) // one allocation for the view's first entries
-	x.values(rows, ents, sc)
-	if !pause() {
-		return nil, false
-	}
+	vals := x.values(rows, sc)
 	sc.ks = sized(sc.ks, len(rows))
 	ks := sc.ks
-	for i, r := range rows {
-		e := &ents[i]
-		e.r = r
-		k := keyed{seq: uint32(i), rank: missing, exact: true}
-		if kind := e.val.Kind(); kind != KindMissing {
-			// KindNumber < KindTime < KindString, as they sort.
-			k.rank = uint8(kind)
-			k.hi, k.lo, k.exact = e.val.Prefix()
-			if x.spec.Desc {
-				k.rank, k.hi, k.lo = 4-k.rank, ^k.hi, ^k.lo
-			}
-		}
+	for i, v := range vals {
+		k := keyed{seq: uint32(i)}
+		k.rank, k.hi, k.lo, k.exact = x.prefix(v)
 		ks[i] = k
 	}
 	if !pause() {
@@ -98,6 +78,9 @@ func (x *index) sortEntries(rows []*row, sc *scratch, pause func() bool) ([]*ent
 	if ks, sorted = radixSort(ks, sc.tmp, pause); !sorted {
 		return nil, false
 	}
+	// Values kept by entries whose prefix is not exact (index.parsed),
+	// allocated together.
+	var kept []Value
 	desc := x.spec.Desc
 	compared := 0 // entries sorted by comparison since the last pause
 	for i := 0; i < len(ks); {
@@ -109,7 +92,7 @@ func (x *index) sortEntries(rows []*row, sc *scratch, pause func() bool) ([]*ent
 		}
 		if !exact {
 			slices.SortFunc(ks[i:j], func(a, b keyed) int {
-				c := Compare(ents[a.seq].val, ents[b.seq].val)
+				c := Compare(vals[a.seq], vals[b.seq])
 				if desc {
 					c = -c
 				}
@@ -118,6 +101,13 @@ func (x *index) sortEntries(rows []*row, sc *scratch, pause func() bool) ([]*ent
 				}
 				return cmp.Compare(a.seq, b.seq)
 			})
+			if x.parsed {
+				for _, k := range ks[i:j] {
+					if !k.exact {
+						kept = append(kept, vals[k.seq])
+					}
+				}
+			}
 			if compared += j - i; compared >= buildCheck {
 				if !pause() {
 					return nil, false
@@ -127,26 +117,34 @@ func (x *index) sortEntries(rows []*row, sc *scratch, pause func() bool) ([]*ent
 		}
 		i = j
 	}
-	sc.sorted = sized(sc.sorted, len(ks))
-	out := sc.sorted
-	for i := range ks {
-		out[i] = &ents[ks[i].seq]
+	nodes := make([]node, len(ks)) // one allocation for the view's first nodes
+	for i, k := range ks {
+		e := &nodes[i].e
+		*e = entry{r: rows[k.seq], hi: k.hi, lo: k.lo, rank: k.rank, exact: k.exact}
+		if x.parsed && !k.exact {
+			e.val, kept = &kept[0], kept[1:]
+		}
 	}
-	return out, true
+	return nodes, true
 }
 
-// values sets each entry's sort value: ents[i].val, that of rows[i].
+// values returns the sort values of rows, in sc.
 //
 // A column's value is two loads away (the row, its cells; the row keeps
 // the Row's cells for this), each likely a cache miss at a table's size,
 // the second depending on the first: a loop that follows the chain row by
 // row waits for each miss in turn, and a processor runs only a few
 // iterations ahead. values follows one link of every row's chain per pass
-// instead, so that a pass's loads do not depend on each other and many
-// misses are in flight at once. At 100,000 Pods this took a view build's
-// sort values from about 40 ms to about 5 ms (BenchmarkFirstWindow,
-// index=new), with the Row a third load between the two.
-func (x *index) values(rows []*row, ents []entry, sc *scratch) {
+// instead, each pass a short loop, so that a pass's loads do not depend
+// on each other and many misses are in flight at once; the prefixes are
+// computed in a pass of their own afterwards. At 100,000 Pods this took
+// a view build's sort values from about 40 ms to about 5 ms
+// (BenchmarkFirstWindow, index=new), with the Row a third load between
+// the two; computing each prefix as its value is read took them back to
+// 16 ms.
+func (x *index) values(rows []*row, sc *scratch) []Value {
+	sc.vals = sized(sc.vals, len(rows))
+	vals := sc.vals
 	if x.col < 0 {
 		sc.rs = sized(sc.rs, len(rows))
 		rs := sc.rs
@@ -154,22 +152,25 @@ func (x *index) values(rows []*row, ents []entry, sc *scratch) {
 			rs[i] = r.Row
 		}
 		for i, r := range rs {
-			ents[i].val = x.value(r)
+			vals[i] = x.value(r)
 		}
-		return
+		return vals
 	}
 	sc.cells = sized(sc.cells, len(rows))
 	cells := sc.cells
 	for i, r := range rows {
+		cells[i] = nil
 		if x.col < len(r.cells) {
 			cells[i] = &r.cells[x.col]
 		}
 	}
 	for i, c := range cells {
+		vals[i] = Value{}
 		if c != nil {
-			ents[i].val = *c
+			vals[i] = *c
 		}
 	}
+	return vals
 }
 
 // radixPasses are the bytes a radix sort orders keyed entries by, least

@@ -397,6 +397,9 @@ func (t *Table) unlockAndWake() {
 	}
 }
 
+// metadataKeys are the sort keys every table has, read from the Row.
+var metadataKeys = []string{"metadata.name", "metadata.namespace", "metadata.creationTimestamp"}
+
 // extractor returns the function reading key's value from a row, and
 // the index of key's column in Row.Cells (-1 for another key).
 func (t *Table) extractor(key string) (func(*Row) Value, int, error) {
@@ -420,14 +423,24 @@ func (t *Table) extractor(key string) (func(*Row) Value, int, error) {
 		f, err := t.opts.SortKey(key)
 		return f, -1, err
 	}
-	known := append([]string{"metadata.name", "metadata.namespace", "metadata.creationTimestamp"}, t.opts.Columns...)
+	known := append(slices.Clone(metadataKeys), t.opts.Columns...)
 	return nil, -1, fmt.Errorf("unknown sort key %q; known keys: %s", key, strings.Join(known, ", "))
 }
 
-// entry is a row's place in one index: the row and its sort value.
+// entry is a row's place in one index: the row and its sort value's
+// prefix as the index orders it (index.prefix). Views' trees hold their
+// entries in their nodes, so that comparing two rows reads no more than
+// the nodes, unless their prefixes are equal.
 type entry struct {
-	r   *row
-	val Value
+	r      *row
+	hi, lo uint64
+	// val is the sort value where the row does not give it at no cost:
+	// a cursor's, which has no row of its own, and a field's whose
+	// prefix is not exact (parsed from the object otherwise). nil
+	// otherwise: read from r (index.valueOf).
+	val   *Value
+	rank  uint8
+	exact bool
 }
 
 // idleLocked keeps v, whose last window has closed, among the idle
@@ -450,44 +463,88 @@ func (t *Table) dropIdleLocked() {
 
 // index is one sort order of a table, seen through the views its
 // windows filter it with. A view's tree holds an entry per matching row:
-// the row and its sort value, computed when the row enters the view and
-// computed again, equal, to find it when it leaves.
+// the row and its sort value's prefix, computed when the row enters the
+// view and computed again, equal, to find it when it leaves.
 type index struct {
 	t     *Table
 	spec  SortSpec
 	value func(*Row) Value
 	// col is the index of the column spec.Key sorts by in Row.Cells, or
-	// -1 for another key: value, read in passes by a build (values).
+	// -1 for another key: value, read in passes by a build (keys).
 	col int
-	cmp func(a, b *entry) int
+	// parsed is set for a key whose value is parsed from the object (a
+	// field): entries whose prefix is not exact keep their value.
+	parsed bool
+	// missing is the rank of a missing value (see prefix).
+	missing uint8
+	cmp     func(a, b *entry) int
 	// views by Filter.key.
 	views map[string]*view
 }
 
-// compareEntries orders by value (reversed for a descending sort), then
-// by namespace and name. Missing values go last, or first for a sort
-// that is descending in its clients' direction (see SortSpec.Reversed).
-func compareEntries(spec SortSpec) func(a, b *entry) int {
-	missingFirst := spec.Desc != spec.Reversed
-	return func(a, b *entry) int {
-		if am, bm := a.val.Kind() == KindMissing, b.val.Kind() == KindMissing; am != bm {
-			if am == missingFirst {
-				return -1
-			}
-			return 1
-		}
-		c := Compare(a.val, b.val)
-		if spec.Desc {
+// The order of an index: by value (reversed for a descending sort),
+// then by namespace and name. Missing values go last, or first for a
+// sort that is descending in its clients' direction (see
+// SortSpec.Reversed).
+//
+// An entry carries its value's prefix (Value.Prefix) as the index
+// orders it: a rank (its kind, or where missing values go), then hi and
+// lo, inverted for a descending sort. Entries compare by prefix, then by
+// value where a prefix is not exact, then by namespace and name: the
+// order above, as Value.Prefix agrees with Compare.
+
+// prefix returns v's rank, hi, lo and exactness in x's order.
+func (x *index) prefix(v Value) (rank uint8, hi, lo uint64, exact bool) {
+	kind := v.Kind()
+	if kind == KindMissing {
+		return x.missing, 0, 0, true
+	}
+	// KindNumber < KindTime < KindString, as Compare orders kinds,
+	// between the ranks of missing values, 0 and 4.
+	rank = uint8(kind)
+	hi, lo, exact = v.Prefix()
+	if x.spec.Desc {
+		rank, hi, lo = 4-rank, ^hi, ^lo
+	}
+	return rank, hi, lo, exact
+}
+
+// compare is x's order of entries.
+func (x *index) compare(a, b *entry) int {
+	switch {
+	case a.rank != b.rank:
+		return cmp.Compare(a.rank, b.rank)
+	case a.hi != b.hi:
+		return cmp.Compare(a.hi, b.hi)
+	case a.lo != b.lo:
+		return cmp.Compare(a.lo, b.lo)
+	}
+	if !a.exact || !b.exact {
+		c := Compare(x.valueOf(a), x.valueOf(b))
+		if x.spec.Desc {
 			c = -c
 		}
 		if c != 0 {
 			return c
 		}
-		if c := cmp.Compare(a.r.Namespace, b.r.Namespace); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.r.Name, b.r.Name)
 	}
+	return compareKeys(a.r, b.r)
+}
+
+// compareKeys orders rows by namespace, then name.
+func compareKeys(a, b *row) int {
+	if c := cmp.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Name, b.Name)
+}
+
+// valueOf returns e's sort value.
+func (x *index) valueOf(e *entry) Value {
+	if e.val != nil {
+		return *e.val
+	}
+	return x.value(e.r.Row)
 }
 
 // newIndex returns the index for spec, not yet in t.indexes: O(1), as
@@ -497,7 +554,13 @@ func (t *Table) newIndex(spec SortSpec) (*index, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &index{t: t, spec: spec, value: value, col: col, cmp: compareEntries(spec), views: map[string]*view{}}, nil
+	x := &index{t: t, spec: spec, value: value, col: col, missing: 4, views: map[string]*view{}}
+	x.parsed = col < 0 && !slices.Contains(metadataKeys, spec.Key)
+	if spec.Desc != spec.Reversed {
+		x.missing = 0 // first
+	}
+	x.cmp = x.compare
+	return x, nil
 }
 
 // entry returns r's entry in x, or nil for a nil r.
@@ -505,7 +568,22 @@ func (x *index) entry(r *row) *entry {
 	if r == nil {
 		return nil
 	}
-	return &entry{r: r, val: x.value(r.Row)}
+	v := x.value(r.Row)
+	e := &entry{r: r}
+	e.rank, e.hi, e.lo, e.exact = x.prefix(v)
+	if x.parsed && !e.exact {
+		e.val = &v
+	}
+	return e
+}
+
+// cursorEntry returns the entry of a cursor: where a row of c's value,
+// namespace and name would be in x.
+func (x *index) cursorEntry(c *Cursor) *entry {
+	v := c.Value
+	e := &entry{r: &row{Row: &Row{Namespace: c.Namespace, Name: c.Name}}, val: &v}
+	e.rank, e.hi, e.lo, e.exact = x.prefix(v)
+	return e
 }
 
 // change applies one row's change to the index's views.

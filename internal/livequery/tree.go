@@ -9,19 +9,23 @@ package livequery
 // with rank (github.com/google/btree keeps no subtree counts), and a
 // treap is the shortest structure that has it.
 //
-// Elements are *entry, ordered by cmp, which must be a total order on the
-// elements held: no two elements compare equal. Not thread safe.
+// Elements are entries, held in the nodes (insert copies the entry it
+// is given), ordered by cmp, which must be a total order on the elements
+// held: no two elements compare equal. Not thread safe.
 type tree struct {
 	root *node
 	cmp  func(a, b *entry) int
 	rng  uint64 // splitmix64 state for priorities
 }
 
+// node is an element and its place in the tree: 64 bytes. A view holds
+// one per row it shows, so its size is most of a view's memory, and of
+// what a view build allocates (one []node).
 type node struct {
-	e    *entry
+	e    entry
+	prio uint32
+	size int32
 	l, r *node
-	prio uint64
-	size int
 }
 
 func newTree(cmp func(a, b *entry) int, seed uint64) *tree {
@@ -32,35 +36,37 @@ func size(n *node) int {
 	if n == nil {
 		return 0
 	}
-	return n.size
+	return int(n.size)
 }
 
-func (n *node) fix() { n.size = 1 + size(n.l) + size(n.r) }
+func (n *node) fix() { n.size = int32(1 + size(n.l) + size(n.r)) }
 
-// next returns a pseudo-random priority (splitmix64): priorities only
-// need to be independent of the keys, not unpredictable.
-func (t *tree) next() uint64 {
+// next returns a pseudo-random priority (splitmix64's high half):
+// priorities only need to be independent of the keys, not unpredictable,
+// and equal ones only make a node's place among its equals arbitrary.
+func (t *tree) next() uint32 {
 	t.rng += 0x9e3779b97f4a7c15
 	z := t.rng
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
 	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
+	return uint32((z ^ (z >> 31)) >> 32)
 }
 
 // Len returns the number of elements.
 func (t *tree) Len() int { return size(t.root) }
 
-// build replaces the contents by sorted, which must be in cmp order with
-// no two equal, in O(n): a Cartesian tree on random priorities, which is
-// the treap any insertion order would give. It calls pause, if not nil,
-// every treeBuildCheck elements (see build.go), and gives up, reporting
-// false and leaving t empty, as soon as pause does.
+// build replaces the contents by nodes, whose entries must be in cmp
+// order with no two equal, in O(n): it links them into a Cartesian tree
+// on random priorities, which is the treap any insertion order would
+// give. The tree keeps nodes' array. It calls pause, if not nil, every
+// treeBuildCheck elements (see build.go), and gives up, reporting false
+// and leaving t empty, as soon as pause does.
 //
 // The stack holds the tree's right spine. A node leaves it complete: its
 // left child left the stack before it was pushed, and its right child is
 // the node above it, which left just before it. So its size is set as it
 // leaves, without another walk of the tree.
-func (t *tree) build(sorted []*entry, pause func() bool) bool {
+func (t *tree) build(nodes []node, pause func() bool) bool {
 	var stack []*node
 	pop := func() *node {
 		n := stack[len(stack)-1]
@@ -68,14 +74,13 @@ func (t *tree) build(sorted []*entry, pause func() bool) bool {
 		n.fix()
 		return n
 	}
-	nodes := make([]node, len(sorted)) // one allocation for the tree's first nodes
-	for i, e := range sorted {
+	for i := range nodes {
 		if pause != nil && i > 0 && i%treeBuildCheck == 0 && !pause() {
 			t.root = nil
 			return false
 		}
 		n := &nodes[i]
-		*n = node{e: e, prio: t.next()}
+		n.prio, n.l, n.r = t.next(), nil, nil
 		var last *node
 		for len(stack) > 0 && stack[len(stack)-1].prio < n.prio {
 			last = pop()
@@ -102,7 +107,7 @@ func (t *tree) split(n *node, e *entry) (l, r *node) {
 	if n == nil {
 		return nil, nil
 	}
-	if t.cmp(n.e, e) < 0 {
+	if t.cmp(&n.e, e) < 0 {
 		n.r, r = t.split(n.r, e)
 		n.fix()
 		return n, r
@@ -129,9 +134,10 @@ func merge(a, b *node) *node {
 	return b
 }
 
-// insert adds e, which must not be held yet, and returns its rank.
+// insert adds a copy of e, which must not be held yet, and returns its
+// rank.
 func (t *tree) insert(e *entry) int {
-	x := &node{e: e, prio: t.next(), size: 1}
+	x := &node{e: *e, prio: t.next(), size: 1}
 	rank := 0
 	link := &t.root
 	for n := *link; n != nil; n = *link {
@@ -139,7 +145,7 @@ func (t *tree) insert(e *entry) int {
 			break
 		}
 		n.size++
-		if t.cmp(e, n.e) < 0 {
+		if t.cmp(e, &n.e) < 0 {
 			link = &n.l
 		} else {
 			rank += size(n.l) + 1
@@ -162,7 +168,7 @@ func (t *tree) delete(e *entry) int {
 	}
 	link := &t.root
 	for n := *link; ; n = *link {
-		c := t.cmp(e, n.e)
+		c := t.cmp(e, &n.e)
 		if c == 0 {
 			*link = merge(n.l, n.r)
 			return rank
@@ -186,7 +192,7 @@ func (t *tree) rank(e *entry) int {
 func (t *tree) find(e *entry) (int, bool) {
 	rank := 0
 	for n := t.root; n != nil; {
-		c := t.cmp(e, n.e)
+		c := t.cmp(e, &n.e)
 		switch {
 		case c < 0:
 			n = n.l
@@ -200,7 +206,8 @@ func (t *tree) find(e *entry) (int, bool) {
 	return rank, false
 }
 
-// at returns the element of rank i, 0 <= i < Len().
+// at returns the element of rank i, 0 <= i < Len(): the tree's own,
+// which it never changes.
 func (t *tree) at(i int) *entry {
 	n := t.root
 	for {
@@ -209,7 +216,7 @@ func (t *tree) at(i int) *entry {
 		case i < ls:
 			n = n.l
 		case i == ls:
-			return n.e
+			return &n.e
 		default:
 			i -= ls + 1
 			n = n.r
@@ -218,7 +225,7 @@ func (t *tree) at(i int) *entry {
 }
 
 // each calls fn with the elements of ranks from to to-1, in order, in
-// O(log n + to-from).
+// O(log n + to-from): the tree's own, which it never changes.
 func (t *tree) each(from, to int, fn func(*entry)) {
 	eachIn(t.root, 0, from, to, fn)
 }
@@ -233,7 +240,7 @@ func eachIn(n *node, base, from, to int, fn func(*entry)) {
 		eachIn(n.l, base, from, to, fn)
 	}
 	if from <= mid && mid < to {
-		fn(n.e)
+		fn(&n.e)
 	}
 	if to > mid+1 {
 		eachIn(n.r, mid+1, from, to, fn)

@@ -9,7 +9,7 @@ import (
 )
 
 func intEntry(i int) *entry {
-	return &entry{r: &row{Row: &Row{Name: fmt.Sprintf("%06d", i)}}, val: Int(int64(i))}
+	return &entry{r: &row{Row: &Row{Name: fmt.Sprintf("%06d", i)}}}
 }
 
 func compareInts(a, b *entry) int { return cmp.Compare(a.r.Name, b.r.Name) }
@@ -23,7 +23,7 @@ func checkTree(t *testing.T, tr *tree) {
 		if n == nil {
 			return 0
 		}
-		if lo != nil && tr.cmp(lo, n.e) >= 0 || hi != nil && tr.cmp(n.e, hi) >= 0 {
+		if lo != nil && tr.cmp(lo, &n.e) >= 0 || hi != nil && tr.cmp(&n.e, hi) >= 0 {
 			t.Fatalf("%s out of order", n.e.r.Name)
 		}
 		for _, c := range []*node{n.l, n.r} {
@@ -31,8 +31,8 @@ func checkTree(t *testing.T, tr *tree) {
 				t.Fatalf("%s: child priority above its parent's", n.e.r.Name)
 			}
 		}
-		s := 1 + walk(n.l, lo, n.e) + walk(n.r, n.e, hi)
-		if s != n.size {
+		s := 1 + walk(n.l, lo, &n.e) + walk(n.r, &n.e, hi)
+		if s != int(n.size) {
 			t.Fatalf("%s: size %d, counted %d", n.e.r.Name, n.size, s)
 		}
 		return s
@@ -76,7 +76,7 @@ func TestTreeModel(t *testing.T) {
 				}
 				if len(model) > 0 {
 					i := rng.IntN(len(model))
-					if got := tr.at(i); got != model[i] {
+					if got := tr.at(i); got.r != model[i].r {
 						t.Fatalf("step %d: at(%d) = %s, want %s", step, i, got.r.Name, model[i].r.Name)
 					}
 					probe := intEntry(rng.IntN(600))
@@ -86,9 +86,12 @@ func TestTreeModel(t *testing.T) {
 					}
 					from := rng.IntN(len(model) + 1)
 					to := from + rng.IntN(len(model)+2-from)
-					var got []*entry
-					tr.each(from, to, func(e *entry) { got = append(got, e) })
-					if !slices.Equal(got, model[from:min(to, len(model))]) {
+					var got, in []*row
+					tr.each(from, to, func(e *entry) { got = append(got, e.r) })
+					for _, e := range model[from:min(to, len(model))] {
+						in = append(in, e.r)
+					}
+					if !slices.Equal(got, in) {
 						t.Fatalf("step %d: each(%d,%d) gave %d elements", step, from, to, len(got))
 					}
 				}
@@ -102,17 +105,19 @@ func TestTreeBuild(t *testing.T) {
 	for _, n := range []int{0, 1, 2, 3, 100, 5000} {
 		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
 			sorted := make([]*entry, n)
+			nodes := make([]node, n)
 			for i := range sorted {
 				sorted[i] = intEntry(i)
+				nodes[i].e = *sorted[i]
 			}
 			tr := newTree(compareInts, 1)
-			tr.build(sorted, nil)
+			tr.build(nodes, nil)
 			checkTree(t, tr)
 			if tr.Len() != n {
 				t.Fatalf("%d elements, want %d", tr.Len(), n)
 			}
 			for i, e := range sorted {
-				if tr.at(i) != e || tr.rank(e) != i {
+				if tr.at(i).r != e.r || tr.rank(e) != i {
 					t.Fatalf("element %d misplaced", i)
 				}
 			}

@@ -370,7 +370,7 @@ func (w *Window) placeLocked(r Range) {
 		w.cursor, w.offset = nil, r.Offset
 		return
 	}
-	w.cursor = &entry{r: &row{Row: &Row{Namespace: r.Cursor.Namespace, Name: r.Cursor.Name}}, val: r.Cursor.Value}
+	w.cursor = w.v.x.cursorEntry(r.Cursor)
 	w.offset = w.v.tree.rank(w.cursor)
 }
 
@@ -632,7 +632,7 @@ func (w *Window) CursorAt(pos int) (Cursor, bool) {
 		return Cursor{}, false
 	}
 	e := w.v.tree.at(w.offset + pos)
-	return Cursor{Value: e.val, Namespace: e.r.Namespace, Name: e.r.Name}, true
+	return Cursor{Value: w.v.x.valueOf(e), Namespace: e.r.Namespace, Name: e.r.Name}, true
 }
 
 // Snapshot is a window read once rather than followed.

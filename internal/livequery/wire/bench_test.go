@@ -224,6 +224,8 @@ func checkFirst(b *testing.B, ops []livequery.Op, n int) {
 //   - index=new: no window uses the sort, and the table keeps no idle
 //     view, so Open sorts every row (the index build) under the table's
 //     lock.
+//   - index=new-string: as index=new, sorted by a string (the pod's IP):
+//     its prefix reads the string's bytes, a load further.
 //   - index=new-selector: as index=new, through a label selector every
 //     pod matches (!absent), so the build also matches every row: the
 //     row's Bloom filters of its labels answer it (labelBloom).
@@ -250,11 +252,15 @@ func BenchmarkFirstWindow(b *testing.B) {
 		for _, c := range []struct {
 			index string
 			fresh bool
-		}{{"shared", false}, {"shared", true}, {"new", true}, {"new-selector", true}, {"new-selector-values", true}} {
+		}{{"shared", false}, {"shared", true}, {"new", true}, {"new-string", true}, {"new-selector", true}, {"new-selector-values", true}} {
 			name := map[bool]string{false: "shared", true: "fresh"}[c.fresh]
 			b.Run(fmt.Sprintf("objects=%d/index=%s/rows=%s", n, c.index, name), func(b *testing.B) {
 				resolve := func() livequery.Query {
-					q := query(b, p, params)
+					ps := params
+					if c.index == "new-string" {
+						ps.Sort, ps.Order = "ip", "asc"
+					}
+					q := query(b, p, ps)
 					switch c.index {
 					case "new-selector":
 						q.Filter.Label = absent
