@@ -28,18 +28,21 @@ import (
 // so a queued build holds no snapshot and queues no changes, and one
 // nobody waits for any more leaves the queue without scanning.
 
-// A build is background work: at each of its checks, between blocks of
-// rows and passes of its sort (pause), it yields its processor
-// (runtime.Gosched), so that the changes and window updates waiting for
-// one run first, rather than when the scheduler next preempts the
-// build, up to 10 ms later. On a machine of two processors, with the
+// A build is background work: it checks in (pause) every buildCheck rows
+// of each of its passes, and yields its processor (runtime.Gosched), so
+// that the changes and
+// window updates waiting for one run first, rather than when the
+// scheduler next preempts the build, up to 10 ms later. On a machine of two processors, with the
 // collector's worker on the other, that wait was the tail of other
 // windows' updates while builds ran. There too it gives its slot up
 // when another owner has the better claim on it (BuildSlots), and waits
 // to resume.
 
-// buildCheck is how many rows a build scans between two checks that
-// someone still waits for it.
+// buildCheck is how many rows a build scans, in each of its passes,
+// between two checks (pause): a few hundred microseconds at most. A
+// stretch without a check is a stretch in which a change or window
+// update waiting for a processor can wait for the build, up to the
+// scheduler's preemption, 10 ms later.
 const buildCheck = 1024
 
 // catchUpLocked is how many queued changes a build applies under the
@@ -242,11 +245,19 @@ func (b *build) scan() (*view, bool) {
 	sc := scratches.Get().(*scratch)
 	defer sc.release()
 	rows := slices.Grow(sc.rows[:0], b.snap.Len())
+	stopped := false
 	b.snap.Ascend(func(r *row) bool {
+		if len(rows) > 0 && len(rows)%buildCheck == 0 && !b.pause() {
+			stopped = true
+			return false
+		}
 		rows = append(rows, r)
 		return true
 	})
 	sc.rows = rows
+	if stopped {
+		return nil, false
+	}
 	n := len(rows)
 	matched := rows
 	if !b.m.all {

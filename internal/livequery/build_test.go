@@ -404,3 +404,55 @@ func TestSortEntriesIsTheIndexOrder(t *testing.T) {
 		t.Fatal("no entry kept its value: the field's long strings and quantities were not tried")
 	}
 }
+
+// TestSortEntriesPausesEveryBlock checks that a view build's sort checks
+// in (pause) every buildCheck rows of each of its passes, so that no
+// stretch of it keeps a change or a window update from a processor for
+// longer: reading values (no more than buildCheck values read between
+// two pauses), counting and moving the radix sort's bytes, and writing
+// the nodes. And that it stops wherever pause says so.
+func TestSortEntriesPausesEveryBlock(t *testing.T) {
+	const n = 8 * buildCheck
+	reads := 0
+	tbl := NewTable(Options{Columns: []string{"v"}, SortKey: func(key string) (func(*Row) Value, error) {
+		return func(r *Row) Value {
+			reads++
+			return r.Cells[0]
+		}, nil
+	}})
+	rows := make([]*row, n)
+	for i := range rows {
+		// Two bytes of the prefix vary: two radix passes.
+		rows[i] = newRow(&Row{Name: fmt.Sprintf("n%05d", i), Cells: []Value{Int(int64(i * 7 % 65536))}})
+	}
+	for _, key := range []string{"v", "f"} {
+		x, err := tbl.newIndex(SortSpec{Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pauses, most := 0, 0
+		reads = 0
+		nodes, ok := x.sortEntries(rows, new(scratch), func() bool {
+			pauses++
+			most, reads = max(most, reads), 0
+			return true
+		})
+		if !ok || len(nodes) != n {
+			t.Fatalf("%s: sortEntries gave %d nodes, %v", key, len(nodes), ok)
+		}
+		if key == "f" && max(most, reads) > buildCheck {
+			t.Errorf("%s: %d values read between two pauses, want at most %d", key, max(most, reads), buildCheck)
+		}
+		// Blocks after the first of: values, radix counts, two radix
+		// passes, nodes.
+		if want := 5 * (n/buildCheck - 1); pauses < want {
+			t.Errorf("%s: %d pauses over %d rows, want at least %d (one every %d rows of each pass)", key, pauses, n, want, buildCheck)
+		}
+		for stop := 1; stop <= pauses; stop += 3 {
+			calls := 0
+			if _, ok := x.sortEntries(rows, new(scratch), func() bool { calls++; return calls < stop }); ok || calls != stop {
+				t.Fatalf("%s: pause said stop at its call %d: sortEntries went on to call %d, reporting %v", key, stop, calls, ok)
+			}
+		}
+	}
+}

@@ -56,19 +56,27 @@ func sized[T any](s []T, n int) []T { return slices.Grow(s[:0], n)[:n] }
 
 // sortEntries returns the nodes of the entries in x of rows, which must
 // be in key order, in x's order (index.compare), not yet linked
-// (tree.build). It calls pause, if not nil, between its passes (see
-// build.go), and gives up, reporting false, as soon as pause does.
+// (tree.build). It calls pause, if not nil, between its passes and
+// every buildCheck rows within them (see build.go), and gives up,
+// reporting false, as soon as pause does.
 func (x *index) sortEntries(rows []*row, sc *scratch, pause func() bool) ([]node, bool) {
 	if pause == nil {
 		pause = func() bool { return true }
 	}
-	vals := x.values(rows, sc)
+	sc.vals = sized(sc.vals, len(rows))
 	sc.ks = sized(sc.ks, len(rows))
-	ks := sc.ks
-	for i, v := range vals {
-		k := keyed{seq: uint32(i)}
-		k.rank, k.hi, k.lo, k.exact = x.prefix(v)
-		ks[i] = k
+	vals, ks := sc.vals, sc.ks
+	for start := 0; start < len(rows); start += buildCheck {
+		if start > 0 && !pause() {
+			return nil, false
+		}
+		end := min(start+buildCheck, len(rows))
+		x.values(rows[start:end], vals[start:end], sc)
+		for i := start; i < end; i++ {
+			k := keyed{seq: uint32(i)}
+			k.rank, k.hi, k.lo, k.exact = x.prefix(vals[i])
+			ks[i] = k
+		}
 	}
 	if !pause() {
 		return nil, false
@@ -119,6 +127,9 @@ func (x *index) sortEntries(rows []*row, sc *scratch, pause func() bool) ([]node
 	}
 	nodes := make([]node, len(ks)) // one allocation for the view's first nodes
 	for i, k := range ks {
+		if i > 0 && i%buildCheck == 0 && !pause() {
+			return nil, false
+		}
 		e := &nodes[i].e
 		*e = entry{r: rows[k.seq], hi: k.hi, lo: k.lo, rank: k.rank, exact: k.exact}
 		if x.parsed && !k.exact {
@@ -128,7 +139,7 @@ func (x *index) sortEntries(rows []*row, sc *scratch, pause func() bool) ([]node
 	return nodes, true
 }
 
-// values returns the sort values of rows, in sc.
+// values sets vals[i] to the sort value of rows[i], using sc.
 //
 // A column's value is two loads away (the row, its cells; the row keeps
 // the Row's cells for this), each likely a cache miss at a table's size,
@@ -141,10 +152,9 @@ func (x *index) sortEntries(rows []*row, sc *scratch, pause func() bool) ([]node
 // a view build's sort values from about 40 ms to about 5 ms
 // (BenchmarkFirstWindow, index=new), with the Row a third load between
 // the two; computing each prefix as its value is read took them back to
-// 16 ms.
-func (x *index) values(rows []*row, sc *scratch) []Value {
-	sc.vals = sized(sc.vals, len(rows))
-	vals := sc.vals
+// 16 ms. A build reads them a block of buildCheck rows at a time, which
+// leaves as many misses in flight as a processor can have.
+func (x *index) values(rows []*row, vals []Value, sc *scratch) {
 	if x.col < 0 {
 		sc.rs = sized(sc.rs, len(rows))
 		rs := sc.rs
@@ -154,7 +164,7 @@ func (x *index) values(rows []*row, sc *scratch) []Value {
 		for i, r := range rs {
 			vals[i] = x.value(r)
 		}
-		return vals
+		return
 	}
 	sc.cells = sized(sc.cells, len(rows))
 	cells := sc.cells
@@ -170,7 +180,6 @@ func (x *index) values(rows []*row, sc *scratch) []Value {
 			vals[i] = *c
 		}
 	}
-	return vals
 }
 
 // radixPasses are the bytes a radix sort orders keyed entries by, least
@@ -191,15 +200,21 @@ func radixByte(k *keyed, p int) byte {
 // radixSort sorts ks stably by rank, then hi, then lo, using tmp (of
 // ks' length) as scratch, and returns the sorted slice: ks or tmp. A
 // pass whose byte is the same in every entry is skipped. It calls pause
-// between passes, and gives up, reporting false, as soon as pause does.
+// between passes and every buildCheck entries within them, and gives
+// up, reporting false, as soon as pause does.
 func radixSort(ks, tmp []keyed, pause func() bool) ([]keyed, bool) {
 	if len(ks) < 2 {
 		return ks, true
 	}
 	var counts [radixPasses][256]int
-	for i := range ks {
-		for p := range radixPasses {
-			counts[p][radixByte(&ks[i], p)]++
+	for start := 0; start < len(ks); start += buildCheck {
+		if start > 0 && !pause() {
+			return nil, false
+		}
+		for i := start; i < min(start+buildCheck, len(ks)); i++ {
+			for p := range radixPasses {
+				counts[p][radixByte(&ks[i], p)]++
+			}
 		}
 	}
 	for p := range radixPasses {
@@ -212,15 +227,17 @@ func radixSort(ks, tmp []keyed, pause func() bool) ([]keyed, bool) {
 			c[b] = sum
 			sum += n
 		}
-		for i := range ks {
-			b := radixByte(&ks[i], p)
-			tmp[c[b]] = ks[i]
-			c[b]++
+		for start := 0; start < len(ks); start += buildCheck {
+			if !pause() {
+				return nil, false
+			}
+			for i := start; i < min(start+buildCheck, len(ks)); i++ {
+				b := radixByte(&ks[i], p)
+				tmp[c[b]] = ks[i]
+				c[b]++
+			}
 		}
 		ks, tmp = tmp, ks
-		if !pause() {
-			return nil, false
-		}
 	}
 	return ks, true
 }
