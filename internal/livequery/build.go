@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/btree"
 )
@@ -29,14 +30,22 @@ import (
 // nobody waits for any more leaves the queue without scanning.
 
 // A build is background work: it checks in (pause) every buildCheck rows
-// of each of its passes, and yields its processor (runtime.Gosched), so
-// that the changes and
+// of each of its passes, and at the first check after buildYield of work
+// it yields its processor (runtime.Gosched), so that the changes and
 // window updates waiting for one run first, rather than when the
 // scheduler next preempts the build, up to 10 ms later. On a machine of two processors, with the
 // collector's worker on the other, that wait was the tail of other
 // windows' updates while builds ran. There too it gives its slot up
 // when another owner has the better claim on it (BuildSlots), and waits
 // to resume.
+
+// buildYield is how long a build works before it yields its processor
+// at its next check (pause). Yielding at every check, every few dozen
+// microseconds, cost a build at 100,000 rows a third of its time
+// (BenchmarkFirstWindow, index=new): each yield may give the processor
+// to the collector's worker, or move the build to another one, its
+// caches cold.
+const buildYield = 500 * time.Microsecond
 
 // buildCheck is how many rows a build scans, in each of its passes,
 // between two checks (pause): a few hundred microseconds at most. A
@@ -82,6 +91,8 @@ type build struct {
 	stop atomic.Bool
 	// loaded keeps what matcher.load read, so that its loads are kept.
 	loaded int
+	// yielded is when the build last yielded its processor (pause).
+	yielded time.Time
 }
 
 // waiter is an Open waiting for a build.
@@ -298,7 +309,10 @@ func (b *build) pause() bool {
 	if b.stop.Load() {
 		return false
 	}
-	runtime.Gosched()
+	if now := time.Now(); now.Sub(b.yielded) >= buildYield {
+		runtime.Gosched()
+		b.yielded = time.Now()
+	}
 	if b.slot.preempt.Load() && !b.slots.yield(b.slot) {
 		return false
 	}
