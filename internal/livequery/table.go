@@ -572,7 +572,8 @@ func (x *index) entry(r *row) *entry {
 	e := &entry{r: r}
 	e.rank, e.hi, e.lo, e.exact = x.prefix(v)
 	if x.parsed && !e.exact {
-		e.val = &v
+		kept := v // allocated here only: &v would put every v on the heap
+		e.val = &kept
 	}
 	return e
 }
