@@ -51,7 +51,7 @@ func (r *Row) Key() string {
 // rowKey is a row's key in the table: its namespace and name joined by
 // a byte no name holds, so that keys order as (namespace, name) pairs,
 // the order that breaks ties between equal sort values
-// (compareEntries). A view build relies on it: the rows it scans in key
+// (index.compare). A view build relies on it: the rows it scans in key
 // order are already in their tie order (sortEntries).
 func rowKey(namespace, name string) string { return namespace + "\x00" + name }
 
