@@ -296,7 +296,7 @@ func (b *build) scan() (*view, bool) {
 	if !ok {
 		return nil, false
 	}
-	v.tree = newTree(b.x.cmp, uint64(len(sorted))^uint64(n)<<32)
+	v.tree = newTree(b.x.compare, uint64(len(sorted))^uint64(n)<<32)
 	if !v.tree.build(sorted, b.pause) {
 		return nil, false
 	}

@@ -397,19 +397,18 @@ func (t *Table) unlockAndWake() {
 	}
 }
 
-// metadataKeys are the sort keys every table has, read from the Row.
-var metadataKeys = []string{"metadata.name", "metadata.namespace", "metadata.creationTimestamp"}
-
-// extractor returns the function reading key's value from a row, and
-// the index of key's column in Row.Cells (-1 for another key).
-func (t *Table) extractor(key string) (func(*Row) Value, int, error) {
+// extractor returns the function reading key's value from a row, the
+// index of key's column in Row.Cells (-1 for another key), and whether
+// the function parses the value (a key Options.SortKey resolves), rather
+// than reading it from the Row.
+func (t *Table) extractor(key string) (value func(*Row) Value, col int, parsed bool, err error) {
 	switch key {
 	case "metadata.name":
-		return func(r *Row) Value { return String(r.Name) }, -1, nil
+		return func(r *Row) Value { return String(r.Name) }, -1, false, nil
 	case "metadata.namespace":
-		return func(r *Row) Value { return String(r.Namespace) }, -1, nil
+		return func(r *Row) Value { return String(r.Namespace) }, -1, false, nil
 	case "metadata.creationTimestamp":
-		return func(r *Row) Value { return Time(r.Created) }, -1, nil
+		return func(r *Row) Value { return Time(r.Created) }, -1, false, nil
 	}
 	if i, ok := t.columns[key]; ok {
 		return func(r *Row) Value {
@@ -417,14 +416,14 @@ func (t *Table) extractor(key string) (func(*Row) Value, int, error) {
 				return r.Cells[i]
 			}
 			return Value{}
-		}, i, nil
+		}, i, false, nil
 	}
 	if t.opts.SortKey != nil {
 		f, err := t.opts.SortKey(key)
-		return f, -1, err
+		return f, -1, true, err
 	}
-	known := append(slices.Clone(metadataKeys), t.opts.Columns...)
-	return nil, -1, fmt.Errorf("unknown sort key %q; known keys: %s", key, strings.Join(known, ", "))
+	known := append([]string{"metadata.name", "metadata.namespace", "metadata.creationTimestamp"}, t.opts.Columns...)
+	return nil, -1, false, fmt.Errorf("unknown sort key %q; known keys: %s", key, strings.Join(known, ", "))
 }
 
 // entry is a row's place in one index: the row and its sort value's
@@ -470,14 +469,13 @@ type index struct {
 	spec  SortSpec
 	value func(*Row) Value
 	// col is the index of the column spec.Key sorts by in Row.Cells, or
-	// -1 for another key: value, read in passes by a build (keys).
+	// -1 for another key: value, read in passes by a build (values).
 	col int
 	// parsed is set for a key whose value is parsed from the object (a
 	// field): entries whose prefix is not exact keep their value.
 	parsed bool
 	// missing is the rank of a missing value (see prefix).
 	missing uint8
-	cmp     func(a, b *entry) int
 	// views by Filter.key.
 	views map[string]*view
 }
@@ -550,16 +548,14 @@ func (x *index) valueOf(e *entry) Value {
 // newIndex returns the index for spec, not yet in t.indexes: O(1), as
 // entries are made by the views.
 func (t *Table) newIndex(spec SortSpec) (*index, error) {
-	value, col, err := t.extractor(spec.Key)
+	value, col, parsed, err := t.extractor(spec.Key)
 	if err != nil {
 		return nil, err
 	}
-	x := &index{t: t, spec: spec, value: value, col: col, missing: 4, views: map[string]*view{}}
-	x.parsed = col < 0 && !slices.Contains(metadataKeys, spec.Key)
+	x := &index{t: t, spec: spec, value: value, col: col, parsed: parsed, missing: 4, views: map[string]*view{}}
 	if spec.Desc != spec.Reversed {
 		x.missing = 0 // first
 	}
-	x.cmp = x.compare
 	return x, nil
 }
 

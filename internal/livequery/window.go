@@ -415,7 +415,7 @@ func (w *Window) emit(op Op, e *entry) {
 // deleted turns the removal of e, which was at rank r among n rows, into
 // operations.
 func (w *Window) deleted(r, n int, e *entry) {
-	if w.cursor != nil && w.v.x.cmp(e, w.cursor) < 0 {
+	if w.cursor != nil && w.v.x.compare(e, w.cursor) < 0 {
 		w.offset-- // above the anchor: the content stays
 		return
 	}
@@ -444,7 +444,7 @@ func (w *Window) deleted(r, n int, e *entry) {
 // inserted turns the insertion of e, now at rank r among n rows, into
 // operations.
 func (w *Window) inserted(r, n int, e *entry) {
-	if w.cursor != nil && w.v.x.cmp(e, w.cursor) < 0 {
+	if w.cursor != nil && w.v.x.compare(e, w.cursor) < 0 {
 		w.offset++
 		return
 	}
