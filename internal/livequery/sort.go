@@ -66,6 +66,7 @@ func (x *index) sortEntries(rows []*row, sc *scratch, pause func() bool) ([]node
 	sc.vals = sized(sc.vals, len(rows))
 	sc.ks = sized(sc.ks, len(rows))
 	vals, ks := sc.vals, sc.ks
+	inexact := 0 // entries whose prefix is not exact
 	for start := 0; start < len(rows); start += buildCheck {
 		if start > 0 && !pause() {
 			return nil, false
@@ -76,6 +77,9 @@ func (x *index) sortEntries(rows []*row, sc *scratch, pause func() bool) ([]node
 			k := keyed{seq: uint32(i)}
 			k.rank, k.hi, k.lo, k.exact = x.prefix(vals[i])
 			ks[i] = k
+			if !k.exact {
+				inexact++
+			}
 		}
 	}
 	if !pause() {
@@ -86,9 +90,6 @@ func (x *index) sortEntries(rows []*row, sc *scratch, pause func() bool) ([]node
 	if ks, sorted = radixSort(ks, sc.tmp, pause); !sorted {
 		return nil, false
 	}
-	// Values kept by entries whose prefix is not exact (index.parsed),
-	// allocated together.
-	var kept []Value
 	desc := x.spec.Desc
 	compared := 0 // entries sorted by comparison since the last pause
 	for i := 0; i < len(ks); {
@@ -109,13 +110,6 @@ func (x *index) sortEntries(rows []*row, sc *scratch, pause func() bool) ([]node
 				}
 				return cmp.Compare(a.seq, b.seq)
 			})
-			if x.parsed {
-				for _, k := range ks[i:j] {
-					if !k.exact {
-						kept = append(kept, vals[k.seq])
-					}
-				}
-			}
 			if compared += j - i; compared >= buildCheck {
 				if !pause() {
 					return nil, false
@@ -126,6 +120,12 @@ func (x *index) sortEntries(rows []*row, sc *scratch, pause func() bool) ([]node
 		i = j
 	}
 	nodes := make([]node, len(ks)) // one allocation for the view's first nodes
+	// Values kept by entries whose prefix is not exact (index.parsed),
+	// in one allocation too.
+	var kept []Value
+	if x.parsed && inexact > 0 {
+		kept = make([]Value, 0, inexact)
+	}
 	for i, k := range ks {
 		if i > 0 && i%buildCheck == 0 && !pause() {
 			return nil, false
@@ -133,7 +133,8 @@ func (x *index) sortEntries(rows []*row, sc *scratch, pause func() bool) ([]node
 		e := &nodes[i].e
 		*e = entry{r: rows[k.seq], hi: k.hi, lo: k.lo, rank: k.rank, exact: k.exact}
 		if x.parsed && !k.exact {
-			e.val, kept = &kept[0], kept[1:]
+			kept = append(kept, vals[k.seq]) // within its capacity: never moved
+			e.val = &kept[len(kept)-1]
 		}
 	}
 	return nodes, true
