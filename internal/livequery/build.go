@@ -35,9 +35,9 @@ import (
 // window updates waiting for one run first, rather than when the
 // scheduler next preempts the build, up to 10 ms later. On a machine of
 // two processors, with the collector's worker on the other, that wait
-// was the tail of other windows' updates while builds ran. There too it gives its slot up
-// when another owner has the better claim on it (BuildSlots), and waits
-// to resume.
+// was the tail of other windows' updates while builds ran. There too it
+// gives its slot up when another owner has the better claim on it
+// (BuildSlots), and waits to resume.
 
 // buildYield is how long a build works before it yields its processor
 // at its next check (pause). Yielding at every check, every few dozen

@@ -67,14 +67,15 @@
 // (index.compare reads the value itself only where prefixes are equal
 // and not exact). A view is built on the first Open that needs it,
 // without the table's lock (see Building), and shared by every window
-// that sorts and filters alike (equal Filter.key). A view whose last window closes is kept, up to
-// date, among the table's idle views (Options.IdleViews, least recently
-// used dropped first), so that a window reopened alike finds it built;
-// an index goes with its last view. A view per distinct filter is what
-// keeps counting and selecting the k-th matching row logarithmic
-// whatever the filter's selectivity: a text filter or an RBAC namespace
-// set is maintained incrementally like any other, at the price of
-// memory and of matching each change once per view.
+// that sorts and filters alike (equal Filter.key). A view whose last
+// window closes is kept, up to date, among the table's idle views
+// (Options.IdleViews, least recently used dropped first), so that a
+// window reopened alike finds it built; an index goes with its last
+// view. A view per distinct filter is what keeps counting and selecting
+// the k-th matching row logarithmic whatever the filter's selectivity:
+// a text filter or an RBAC namespace set is maintained incrementally
+// like any other, at the price of memory and of matching each change
+// once per view.
 //
 // # Building
 //
