@@ -123,7 +123,10 @@ func (s *Server) readSortedPage(ctx context.Context, res *informer.Resource, q l
 		return sortedPage{}, err
 	}
 	defer fw.Close()
-	snap := fw.Snapshot()
+	snap, err := fw.Snapshot()
+	if err != nil {
+		return sortedPage{}, err // evicted since it opened
+	}
 	if st := checkListRV(p, snap.Version); st != nil {
 		return sortedPage{}, statusErr(st)
 	}
@@ -165,7 +168,10 @@ func (s *Server) readSortedList(ctx context.Context, res *informer.Resource, q l
 			prev.Close()
 		}
 		prev = fw
-		snap := fw.Snapshot()
+		snap, err := fw.Snapshot()
+		if err != nil {
+			return sortedPage{}, err // evicted since it opened
+		}
 		if n == 0 {
 			if st := checkListRV(p, snap.Version); st != nil {
 				return sortedPage{}, statusErr(st)

@@ -236,6 +236,7 @@ func (t *Table) catchUpAndInstall(b *build, v *view) bool {
 		t.mu.Lock()
 		if b.stop.Load() {
 			t.mu.Unlock()
+			freeNodes(v.nodes) // never installed: nothing else has them
 			return false
 		}
 		pending := b.pending
@@ -298,8 +299,10 @@ func (b *build) scan() (*view, bool) {
 	}
 	v.tree = newTree(b.x.compare, uint64(len(sorted))^uint64(n)<<32)
 	if !v.tree.build(sorted, b.pause) {
+		freeNodes(sorted)
 		return nil, false
 	}
+	v.nodes = sorted
 	return v, true
 }
 

@@ -259,6 +259,17 @@ func TestViewShares(t *testing.T) {
 	if mallory[1].Err() != nil || mallory[2].Err() != nil {
 		t.Error("more than one of mallory's windows ended")
 	}
+	// The evicted window's view is gone, its nodes kept for another
+	// build's: the window reads nothing of it any more.
+	if _, err := mallory[0].Snapshot(); !errors.As(err, &evicted) {
+		t.Errorf("the evicted window's Snapshot: %v, want ViewEvictedError", err)
+	}
+	if rows := mallory[0].Rows(); rows != nil {
+		t.Errorf("the evicted window's Rows: %v, want none", rowKeys(rows))
+	}
+	if _, ok := mallory[0].CursorAt(0); ok {
+		t.Error("the evicted window has a cursor at 0")
+	}
 	// Now mallory holds 2 and alice 2: neither gives way to the other.
 	if _, err := open("alice", "r7"); !errors.As(err, &tooMany) || tooMany.PerOwner {
 		t.Fatalf("alice's 3rd view with mallory holding as many: %v, want the table full", err)

@@ -23,7 +23,11 @@ func TestSnapshotAndCursorAfter(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(w.Close)
-		return w.Snapshot(), w
+		s, err := w.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, w
 	}
 	keys := func(s Snapshot) []string { return rowKeys(s.Rows) }
 

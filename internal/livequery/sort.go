@@ -119,7 +119,7 @@ func (x *index) sortEntries(rows []*row, sc *scratch, pause func() bool) ([]node
 		}
 		i = j
 	}
-	nodes := make([]node, len(ks)) // one allocation for the view's first nodes
+	nodes := newNodes(len(ks)) // one array for the view's first nodes
 	// Values kept by entries whose prefix is not exact (index.parsed),
 	// in one allocation too.
 	var kept []Value
@@ -128,6 +128,7 @@ func (x *index) sortEntries(rows []*row, sc *scratch, pause func() bool) ([]node
 	}
 	for i, k := range ks {
 		if i > 0 && i%buildCheck == 0 && !pause() {
+			freeNodes(nodes)
 			return nil, false
 		}
 		e := &nodes[i].e

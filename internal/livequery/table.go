@@ -595,22 +595,28 @@ func (x *index) change(old, nr *row) {
 }
 
 // drop forgets v once its last window has closed, and the index with its
-// last view.
+// last view. v's nodes are kept for a later build (see nodes.go), and
+// its tree is cleared: no window may read it any more.
 func (x *index) drop(v *view) {
 	delete(x.views, v.key)
 	x.t.views--
 	if len(x.views) == 0 {
 		delete(x.t.indexes, x.spec)
 	}
+	freeNodes(v.nodes)
+	v.nodes, v.tree = nil, nil
 }
 
 // view is an index seen through one filter: the matching rows in the
 // index's order, and the windows on them.
 type view struct {
-	x       *index
-	key     string
-	m       *matcher
-	tree    *tree
+	x    *index
+	key  string
+	m    *matcher
+	tree *tree
+	// nodes is the array of the tree's first nodes, from its build
+	// (newNodes), given back when the view is dropped.
+	nodes   []node
 	windows []*Window
 	// owners counts the windows on the view by their Query.Owner; an
 	// owner holds the view while it has one. opened orders the views of

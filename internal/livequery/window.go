@@ -2,6 +2,7 @@ package livequery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -608,16 +609,29 @@ func (w *Window) Move(r Range) ([]Op, uint64, error) {
 func (w *Window) Err() error {
 	w.t.mu.Lock()
 	defer w.t.mu.Unlock()
+	return w.errLocked()
+}
+
+// errLocked is Err. Caller must hold t.mu.
+func (w *Window) errLocked() error {
 	if w.err != nil {
 		return w.err
 	}
 	return w.t.err
 }
 
-// Rows returns the window's rows as of now, in O(log n + limit).
+// errWindowClosed is what Snapshot returns for a window its consumer
+// closed.
+var errWindowClosed = errors.New("livequery: the window is closed")
+
+// Rows returns the window's rows as of now, in O(log n + limit): none
+// once it is closed.
 func (w *Window) Rows() []*Row {
 	w.t.mu.Lock()
 	defer w.t.mu.Unlock()
+	if w.closed {
+		return nil
+	}
 	out := make([]*Row, 0, w.limit)
 	w.v.tree.each(w.offset, w.offset+w.limit, func(e *entry) { out = append(out, e.r.Row) })
 	return out
@@ -625,10 +639,11 @@ func (w *Window) Rows() []*Row {
 
 // CursorAt returns the cursor of the row at position pos of the window
 // as of now: where a cursor window starting at that row is anchored.
+// A closed window has no row.
 func (w *Window) CursorAt(pos int) (Cursor, bool) {
 	w.t.mu.Lock()
 	defer w.t.mu.Unlock()
-	if pos < 0 || pos >= w.clamp(w.v.tree.Len()) {
+	if w.closed || pos < 0 || pos >= w.clamp(w.v.tree.Len()) {
 		return Cursor{}, false
 	}
 	e := w.v.tree.at(w.offset + pos)
@@ -648,13 +663,21 @@ type Snapshot struct {
 
 // Snapshot returns the window's rows, count and offset as of now, all at
 // one version, in O(log n + limit): what a consumer that reads a window
-// once (a REST page) needs, without applying operations.
-func (w *Window) Snapshot() Snapshot {
+// once (a REST page) needs, without applying operations. It fails as Err
+// does once the window has ended: its view may have been evicted since
+// Open returned it.
+func (w *Window) Snapshot() (Snapshot, error) {
 	w.t.mu.Lock()
 	defer w.t.mu.Unlock()
+	if w.closed {
+		if err := w.errLocked(); err != nil {
+			return Snapshot{}, err
+		}
+		return Snapshot{}, errWindowClosed
+	}
 	s := Snapshot{Rows: make([]*Row, 0, w.clamp(w.v.tree.Len())), Count: w.v.tree.Len(), Offset: w.offset, Version: w.t.rv}
 	w.v.tree.each(w.offset, w.offset+w.limit, func(e *entry) { s.Rows = append(s.Rows, e.r.Row) })
-	return s
+	return s, nil
 }
 
 // CursorAfter returns the cursor just past row r in the window's sort

@@ -407,8 +407,11 @@ func (c *churn) cancel(gt goT, s *churnSpec) {
 
 // checkSnapshot checks fw's snapshot against s, then closes fw.
 func (c *churn) checkSnapshot(gt goT, s *churnSpec, fw *feed.Window) {
-	snap := fw.Snapshot()
+	snap, err := fw.Snapshot()
 	fw.Close()
+	if err != nil {
+		gt.Fatalf("list %s: %v", s, err)
+	}
 	names := make([]string, len(snap.Rows))
 	for i, r := range snap.Rows {
 		names[i] = r.Namespace + "/" + r.Name
