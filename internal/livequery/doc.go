@@ -99,7 +99,10 @@
 // their flattened labels and text, a pass per link, before matching
 // them (matcher.load); and it reads sort values one link of every row
 // per pass (index.values). A pass's loads do not depend on each other,
-// so many misses are in flight at once.
+// so many misses are in flight at once. It writes the view's nodes into
+// the array of a view dropped before, when one of about its size is
+// kept, rather than into fresh memory whose every page faults
+// (nodes.go).
 //
 // Builds scan in slots (Options.BuildSlots, which a gateway shares
 // between all its tables): at most max(1, GOMAXPROCS/2) scan at once,

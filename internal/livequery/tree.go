@@ -20,7 +20,7 @@ type tree struct {
 
 // node is an element and its place in the tree: 64 bytes. A view holds
 // one per row it shows, so its size is most of a view's memory, and of
-// what a view build allocates (one []node).
+// what a view build writes (one []node: newNodes).
 type node struct {
 	e    entry
 	prio uint32
